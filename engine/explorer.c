@@ -1,0 +1,460 @@
+/*
+ * explorer.c -- the explorer: one object per exploration.
+ *
+ * It owns the actor table (creation paths -> ids, stable across executions),
+ * the trace of the current execution, the budgets and the statistics, and
+ * forwards every scheduling decision to exactly one strategy (strategy_*.c).
+ *
+ * Invariants
+ *   - Actor ids are dense, assigned in first-intern order, never reused.
+ *   - Exactly one of {idle, in execution, in step} holds; calls out of
+ *     sequence return CS_ESTATE and change nothing.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    cs_actor parent;
+    uint32_t index;
+} actor_path;
+
+/* Open-addressing set of 64-bit values (0 is stored out of band). */
+typedef struct {
+    uint64_t *slots;
+    size_t cap, len;
+    bool has_zero;
+} u64_set;
+
+struct cs_explorer {
+    cs_config cfg;
+    cs_actor *replay_copy;
+    const cs_strategy_ops *ops;
+    void *state;
+    cs_trace *trace;
+
+    /* actor table: paths[id] and a hash index (parent,index) -> id+1 */
+    actor_path *paths;
+    size_t n_actors, cap_actors;
+    uint32_t *index_slots; /* id + 1, 0 = empty */
+    size_t index_cap;
+
+    enum { IDLE, IN_EXECUTION, IN_STEP } phase;
+    size_t steps; /* steps taken in the current execution */
+    bool finished;
+
+    struct timespec started;
+    bool started_set;
+
+    bool diverged;
+    size_t div_step, div_enabled;
+    cs_actor div_expected;
+
+    u64_set fingerprints;
+    cs_stats stats;
+};
+
+/* ------------------------------------------------------------- helpers */
+
+const char *cs_strerror(int status) {
+    switch (status) {
+    case CS_OK: return "ok";
+    case CS_ENOMEM: return "out of memory";
+    case CS_EINVAL: return "invalid argument";
+    case CS_EDIVERGED: return "schedule diverged: prescribed step not enabled";
+    case CS_EBUDGET: return "step budget exhausted";
+    case CS_ESTATE: return "call out of sequence";
+    case CS_EBLOCKED: return "execution is redundant (sleep-set blocked)";
+    default: return "unknown status";
+    }
+}
+
+static const char *const strategy_names[] = {
+    "fifo", "random", "replay", "pct", "pos", "dpor", "exhaustive",
+};
+
+const char *cs_strategy_name(cs_strategy_kind kind) {
+    if ((unsigned)kind >= sizeof strategy_names / sizeof *strategy_names)
+        return "unknown";
+    return strategy_names[kind];
+}
+
+int cs_strategy_from_name(const char *name) {
+    if (!name) return -1;
+    for (size_t i = 0; i < sizeof strategy_names / sizeof *strategy_names; i++)
+        if (strcmp(name, strategy_names[i]) == 0) return (int)i;
+    return -1;
+}
+
+static const cs_strategy_ops *ops_for(cs_strategy_kind kind) {
+    switch (kind) {
+    case CS_STRATEGY_FIFO: return &cs_strategy_fifo;
+    case CS_STRATEGY_RANDOM: return &cs_strategy_random;
+    case CS_STRATEGY_REPLAY: return &cs_strategy_replay;
+    case CS_STRATEGY_PCT: return &cs_strategy_pct;
+    case CS_STRATEGY_POS: return &cs_strategy_pos;
+    case CS_STRATEGY_DPOR: return &cs_strategy_dpor;
+    case CS_STRATEGY_EXHAUSTIVE: return &cs_strategy_exhaustive;
+    }
+    return NULL;
+}
+
+void cs_config_init(cs_config *cfg, cs_strategy_kind kind) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->kind = kind;
+    cfg->pct_depth = 3;
+    cfg->pct_steps_hint = 64;
+}
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+/* Returns 1 if inserted, 0 if present, CS_ENOMEM. */
+static int u64_set_add(u64_set *s, uint64_t v) {
+    if (v == 0) {
+        if (s->has_zero) return 0;
+        s->has_zero = true;
+        return 1;
+    }
+    if ((s->len + 1) * 2 > s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 64;
+        uint64_t *ns = calloc(ncap, sizeof *ns);
+        if (!ns) return CS_ENOMEM;
+        for (size_t i = 0; i < s->cap; i++) {
+            uint64_t x = s->slots[i];
+            if (!x) continue;
+            size_t j = mix64(x) & (ncap - 1);
+            while (ns[j]) j = (j + 1) & (ncap - 1);
+            ns[j] = x;
+        }
+        free(s->slots);
+        s->slots = ns;
+        s->cap = ncap;
+    }
+    size_t j = mix64(v) & (s->cap - 1);
+    while (s->slots[j]) {
+        if (s->slots[j] == v) return 0;
+        j = (j + 1) & (s->cap - 1);
+    }
+    s->slots[j] = v;
+    s->len++;
+    return 1;
+}
+
+static double elapsed_seconds(const struct timespec *since) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - since->tv_sec) +
+           (double)(now.tv_nsec - since->tv_nsec) * 1e-9;
+}
+
+/* --------------------------------------------------------------- actors */
+
+static size_t path_hash(cs_actor parent, uint32_t index) {
+    return (size_t)mix64(((uint64_t)parent << 32) ^ index ^ 0x9e3779b97f4a7c15ULL);
+}
+
+static int index_grow(cs_explorer *ex) {
+    size_t ncap = ex->index_cap ? ex->index_cap * 2 : 64;
+    uint32_t *ns = calloc(ncap, sizeof *ns);
+    if (!ns) return CS_ENOMEM;
+    for (size_t id = 0; id < ex->n_actors; id++) {
+        size_t j = path_hash(ex->paths[id].parent, ex->paths[id].index) & (ncap - 1);
+        while (ns[j]) j = (j + 1) & (ncap - 1);
+        ns[j] = (uint32_t)id + 1;
+    }
+    free(ex->index_slots);
+    ex->index_slots = ns;
+    ex->index_cap = ncap;
+    return CS_OK;
+}
+
+int cs_actor_intern(cs_explorer *ex, cs_actor parent, uint32_t index,
+                    cs_actor *out) {
+    if (!ex || !out) return CS_EINVAL;
+    if (parent != CS_NO_ACTOR && parent >= ex->n_actors) return CS_EINVAL;
+    if ((ex->n_actors + 1) * 2 > ex->index_cap) {
+        int rc = index_grow(ex);
+        if (rc) return rc;
+    }
+    size_t mask = ex->index_cap - 1;
+    size_t j = path_hash(parent, index) & mask;
+    while (ex->index_slots[j]) {
+        const actor_path *p = &ex->paths[ex->index_slots[j] - 1];
+        if (p->parent == parent && p->index == index) {
+            *out = ex->index_slots[j] - 1;
+            return CS_OK;
+        }
+        j = (j + 1) & mask;
+    }
+    if (ex->n_actors >= CS_NO_ACTOR - 1) return CS_ENOMEM;
+    if (ex->n_actors == ex->cap_actors) {
+        size_t ncap = ex->cap_actors ? ex->cap_actors * 2 : 32;
+        actor_path *np = realloc(ex->paths, ncap * sizeof *np);
+        if (!np) return CS_ENOMEM;
+        ex->paths = np;
+        ex->cap_actors = ncap;
+    }
+    cs_actor id = (cs_actor)ex->n_actors++;
+    ex->paths[id].parent = parent;
+    ex->paths[id].index = index;
+    ex->index_slots[j] = id + 1;
+    *out = id;
+    return CS_OK;
+}
+
+int cs_actor_path(const cs_explorer *ex, cs_actor actor, cs_actor *parent,
+                  uint32_t *index) {
+    if (!ex || actor >= ex->n_actors) return CS_EINVAL;
+    if (parent) *parent = ex->paths[actor].parent;
+    if (index) *index = ex->paths[actor].index;
+    return CS_OK;
+}
+
+size_t cs_explorer_actor_count(const cs_explorer *ex) { return ex->n_actors; }
+const cs_trace *cs_explorer_trace(const cs_explorer *ex) { return ex->trace; }
+
+/* ------------------------------------------------------------- lifecycle */
+
+int cs_explorer_new(const cs_config *cfg, cs_explorer **out) {
+    if (!cfg || !out) return CS_EINVAL;
+    *out = NULL;
+    const cs_strategy_ops *ops = ops_for(cfg->kind);
+    if (!ops) return CS_EINVAL;
+    if (cfg->kind == CS_STRATEGY_REPLAY && cfg->replay_len && !cfg->replay)
+        return CS_EINVAL;
+    if (cfg->time_limit < 0) return CS_EINVAL;
+
+    int rc = CS_ENOMEM;
+    cs_explorer *ex = calloc(1, sizeof *ex);
+    if (!ex) return CS_ENOMEM;
+    ex->cfg = *cfg;
+    ex->ops = ops;
+    if (cfg->replay_len) {
+        ex->replay_copy = malloc(cfg->replay_len * sizeof *ex->replay_copy);
+        if (!ex->replay_copy) goto fail;
+        memcpy(ex->replay_copy, cfg->replay, cfg->replay_len * sizeof *cfg->replay);
+        ex->cfg.replay = ex->replay_copy;
+    } else {
+        ex->cfg.replay = NULL;
+    }
+    rc = cs_trace_new(&ex->trace);
+    if (rc) goto fail;
+    rc = ops->create(ex, &ex->cfg, &ex->state);
+    if (rc) goto fail;
+    *out = ex;
+    return CS_OK;
+fail:
+    cs_explorer_free(ex);
+    return rc;
+}
+
+void cs_explorer_free(cs_explorer *ex) {
+    if (!ex) return;
+    if (ex->state && ex->ops) ex->ops->destroy(ex->state);
+    cs_trace_free(ex->trace);
+    free(ex->replay_copy);
+    free(ex->paths);
+    free(ex->index_slots);
+    free(ex->fingerprints.slots);
+    free(ex);
+}
+
+int cs_execution_begin(cs_explorer *ex, int *more) {
+    if (!ex || !more) return CS_EINVAL;
+    if (ex->phase != IDLE) return CS_ESTATE;
+    *more = 0;
+    if (ex->finished) return CS_OK;
+    if (!ex->started_set) {
+        clock_gettime(CLOCK_MONOTONIC, &ex->started);
+        ex->started_set = true;
+    }
+    bool over_budget =
+        (ex->cfg.max_executions && ex->stats.executions >= ex->cfg.max_executions) ||
+        (ex->cfg.time_limit > 0 && ex->stats.executions > 0 &&
+         elapsed_seconds(&ex->started) >= ex->cfg.time_limit);
+    int strat_more = 0, complete = 0;
+    int rc = ex->ops->begin(ex, ex->state, &strat_more, &complete);
+    if (rc) return rc;
+    if (!strat_more) {
+        ex->finished = true;
+        ex->stats.complete = complete;
+        return CS_OK;
+    }
+    if (over_budget) {
+        ex->finished = true;
+        ex->stats.budget_hit = 1;
+        ex->stats.complete = 0;
+        return CS_OK;
+    }
+    cs_trace_reset(ex->trace);
+    ex->steps = 0;
+    ex->diverged = false;
+    ex->phase = IN_EXECUTION;
+    *more = 1;
+    return CS_OK;
+}
+
+int cs_choose(cs_explorer *ex, const cs_actor *enabled, size_t n,
+              size_t *chosen) {
+    if (!ex || !enabled || !chosen || n == 0) return CS_EINVAL;
+    if (ex->phase != IN_EXECUTION) return CS_ESTATE;
+    if (ex->cfg.max_steps && ex->steps >= ex->cfg.max_steps) return CS_EBUDGET;
+    size_t pick = 0;
+    int rc = ex->ops->choose(ex, ex->state, ex->steps, enabled, n, &pick);
+    if (rc) return rc;
+    if (pick >= n) return CS_EINVAL;
+    *chosen = pick;
+    return CS_OK;
+}
+
+int cs_step_begin(cs_explorer *ex, cs_actor actor, int64_t scheduled_by) {
+    if (!ex) return CS_EINVAL;
+    if (ex->phase != IN_EXECUTION) return CS_ESTATE;
+    if (actor >= ex->n_actors) return CS_EINVAL;
+    if (scheduled_by < -1 || scheduled_by >= (int64_t)cs_trace_len(ex->trace))
+        return CS_EINVAL;
+    int rc = cs_trace_step_begin(ex->trace, actor, scheduled_by);
+    if (rc) return rc;
+    ex->phase = IN_STEP;
+    return CS_OK;
+}
+
+int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
+                     cs_access_kind kind, uint32_t site) {
+    if (!ex) return CS_EINVAL;
+    if (ex->phase != IN_STEP) return CS_ESTATE;
+    if (kind != CS_READ && kind != CS_WRITE) return CS_EINVAL;
+    return cs_trace_access_add(ex->trace, object, key, kind, site);
+}
+
+int cs_step_end(cs_explorer *ex) {
+    if (!ex) return CS_EINVAL;
+    if (ex->phase != IN_STEP) return CS_ESTATE;
+    int rc = cs_trace_step_end(ex->trace);
+    if (rc) return rc;
+    ex->phase = IN_EXECUTION;
+    ex->steps++;
+    return ex->ops->observe(ex, ex->state, cs_trace_len(ex->trace) - 1);
+}
+
+int cs_execution_end(cs_explorer *ex, int outcome) {
+    if (!ex) return CS_EINVAL;
+    if (outcome != CS_OUTCOME_OK && outcome != CS_OUTCOME_FAILED &&
+        outcome != CS_OUTCOME_ABORTED)
+        return CS_EINVAL;
+    if (ex->phase == IDLE) return CS_ESTATE;
+    if (ex->phase == IN_STEP) {
+        /* An execution may be abandoned mid-step (an internal error); the
+         * open step is completed so the trace stays well formed. */
+        int rc = cs_trace_step_end(ex->trace);
+        if (rc) return rc;
+    }
+    ex->phase = IDLE;
+    ex->stats.executions++;
+    if (outcome == CS_OUTCOME_FAILED) ex->stats.failing++;
+    if (outcome == CS_OUTCOME_ABORTED) ex->stats.aborted++;
+    size_t len = cs_trace_len(ex->trace);
+    if (len > ex->stats.max_depth) ex->stats.max_depth = len;
+    if (ex->cfg.count_traces && outcome != CS_OUTCOME_ABORTED) {
+        int added = u64_set_add(&ex->fingerprints, cs_trace_fingerprint(ex->trace));
+        if (added < 0) return added;
+        ex->stats.distinct_traces = ex->fingerprints.len + (ex->fingerprints.has_zero ? 1 : 0);
+    }
+    return ex->ops->end(ex, ex->state, outcome);
+}
+
+/* The strategy reports a sleep-set-blocked execution through this counter so
+ * that the stats stay in one place. */
+const cs_config *cs_explorer_config(const cs_explorer *ex) { return &ex->cfg; }
+
+void cs_explorer_count_blocked(cs_explorer *ex) { ex->stats.sleep_blocked++; }
+
+int cs_explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
+                         size_t n_enabled) {
+    ex->diverged = true;
+    ex->div_step = step;
+    ex->div_expected = expected;
+    ex->div_enabled = n_enabled;
+    return CS_EDIVERGED;
+}
+
+int cs_divergence(const cs_explorer *ex, size_t *step, cs_actor *expected,
+                  size_t *n_enabled) {
+    if (!ex) return CS_EINVAL;
+    if (!ex->diverged) return CS_ESTATE;
+    if (step) *step = ex->div_step;
+    if (expected) *expected = ex->div_expected;
+    if (n_enabled) *n_enabled = ex->div_enabled;
+    return CS_OK;
+}
+
+void cs_explorer_stats(const cs_explorer *ex, cs_stats *out) {
+    if (!ex || !out) return;
+    *out = ex->stats;
+}
+
+/* ------------------------------------------------ public trace accessors */
+
+size_t cs_trace_length(const cs_explorer *ex) {
+    return ex ? cs_trace_len(ex->trace) : 0;
+}
+
+int cs_trace_event(const cs_explorer *ex, size_t index, cs_event *out) {
+    if (!ex || !out) return CS_EINVAL;
+    return cs_trace_get_event(ex->trace, index, out);
+}
+
+int cs_trace_access(const cs_explorer *ex, size_t access_index, cs_access *out) {
+    if (!ex || !out) return CS_EINVAL;
+    return cs_trace_get_access(ex->trace, access_index, out);
+}
+
+int cs_trace_clock(const cs_explorer *ex, size_t index, const uint32_t **clock,
+                   size_t *len) {
+    if (!ex || !clock || !len) return CS_EINVAL;
+    return cs_trace_get_clock(ex->trace, index, clock, len);
+}
+
+int cs_trace_happens_before(const cs_explorer *ex, size_t a, size_t b) {
+    if (!ex) return 0;
+    size_t n = cs_trace_len(ex->trace);
+    if (a >= n || b >= n || a == b) return 0;
+    return cs_trace_hb(ex->trace, a, b) ? 1 : 0;
+}
+
+int cs_trace_dependent(const cs_explorer *ex, size_t a, size_t b) {
+    if (!ex) return 0;
+    size_t n = cs_trace_len(ex->trace);
+    if (a >= n || b >= n || a == b) return 0;
+    return cs_trace_dep(ex->trace, a, b) ? 1 : 0;
+}
+
+int cs_trace_predecessors(const cs_explorer *ex, size_t index, size_t *out,
+                          size_t cap, size_t *n) {
+    if (!ex || !n || (cap && !out)) return CS_EINVAL;
+    return cs_trace_preds(ex->trace, index, out, cap, n);
+}
+
+int cs_trace_schedule(const cs_explorer *ex, cs_actor *out, size_t cap,
+                      size_t *n) {
+    if (!ex || !n || (cap && !out)) return CS_EINVAL;
+    size_t len = cs_trace_len(ex->trace);
+    *n = len;
+    for (size_t i = 0; i < len && i < cap; i++) {
+        cs_event ev;
+        int rc = cs_trace_get_event(ex->trace, i, &ev);
+        if (rc) return rc;
+        out[i] = ev.actor;
+    }
+    return CS_OK;
+}

@@ -1,0 +1,110 @@
+/*
+ * internal.h -- what the engine's files share and the front ends never see.
+ *
+ * Ownership:
+ *   explorer.c      the explorer object, actor interning, budgets, stats,
+ *                   dispatch to the strategy vtable
+ *   trace.c         the record of the current execution: events, accesses,
+ *                   vector clocks, dependency and races
+ *   strategy_*.c    one file per strategy, each exporting one cs_strategy_ops
+ *   rng.c           the seeded generator every randomised strategy uses
+ */
+#ifndef CS_INTERNAL_H
+#define CS_INTERNAL_H
+
+#include "chaossloth.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------- rng */
+
+/* xoshiro256** seeded through splitmix64: fast, reproducible everywhere. */
+typedef struct {
+    uint64_t s[4];
+} cs_rng;
+
+void cs_rng_seed(cs_rng *rng, uint64_t seed);
+uint64_t cs_rng_next(cs_rng *rng);
+/* Uniform in [0, bound), bound >= 1, without modulo bias. */
+uint64_t cs_rng_below(cs_rng *rng, uint64_t bound);
+/* Uniform double in [0, 1). */
+double cs_rng_double(cs_rng *rng);
+
+/* ----------------------------------------------------------------- trace */
+
+/* The record of one execution.  Memory is reused across executions: reset
+ * keeps the capacity.  Every event carries a vector clock of length
+ * `clock_width` (the number of actors interned so far, grown on demand). */
+typedef struct cs_trace cs_trace;
+
+int cs_trace_new(cs_trace **out);
+void cs_trace_free(cs_trace *t);
+void cs_trace_reset(cs_trace *t);
+int cs_trace_step_begin(cs_trace *t, cs_actor actor, int64_t scheduled_by);
+int cs_trace_access_add(cs_trace *t, uint64_t object, uint64_t key,
+                        cs_access_kind kind, uint32_t site);
+/* Completes the open step: computes its vector clock from program order, the
+ * scheduled_by edge and conflicting earlier accesses. */
+int cs_trace_step_end(cs_trace *t);
+bool cs_trace_step_open(const cs_trace *t);
+size_t cs_trace_len(const cs_trace *t);
+/* Canonical fingerprint of the execution's Mazurkiewicz trace: equal for two
+ * executions iff they are equivalent up to swapping adjacent independent
+ * steps (modulo hash collisions). */
+uint64_t cs_trace_fingerprint(const cs_trace *t);
+
+/* Accessors used by explorer.c to implement the public cs_trace_* API. */
+int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out);
+int cs_trace_get_access(const cs_trace *t, size_t index, cs_access *out);
+int cs_trace_get_clock(const cs_trace *t, size_t index, const uint32_t **clock,
+                       size_t *len);
+bool cs_trace_hb(const cs_trace *t, size_t a, size_t b);
+bool cs_trace_dep(const cs_trace *t, size_t a, size_t b);
+int cs_trace_preds(const cs_trace *t, size_t index, size_t *out, size_t cap,
+                   size_t *n);
+
+/* ------------------------------------------------------------- strategy */
+
+typedef struct cs_strategy_ops {
+    const char *name;
+    /* Allocates the strategy's state from the explorer's config. */
+    int (*create)(cs_explorer *ex, const cs_config *cfg, void **state);
+    void (*destroy)(void *state);
+    /* Decides whether another execution should run (*more = 0 when the
+     * strategy has nothing left; it then sets *complete when that means every
+     * trace was covered). */
+    int (*begin)(cs_explorer *ex, void *state, int *more, int *complete);
+    /* Picks the index of the next actor to run.  `step` is the number of
+     * steps already taken in this execution. */
+    int (*choose)(cs_explorer *ex, void *state, size_t step,
+                  const cs_actor *enabled, size_t n, size_t *chosen);
+    /* Called after each step is recorded in the trace (event `index`). */
+    int (*observe)(cs_explorer *ex, void *state, size_t index);
+    /* Called when the execution ends. */
+    int (*end)(cs_explorer *ex, void *state, int outcome);
+} cs_strategy_ops;
+
+extern const cs_strategy_ops cs_strategy_fifo;
+extern const cs_strategy_ops cs_strategy_random;
+extern const cs_strategy_ops cs_strategy_replay;
+extern const cs_strategy_ops cs_strategy_pct;
+extern const cs_strategy_ops cs_strategy_pos;
+extern const cs_strategy_ops cs_strategy_dpor;
+extern const cs_strategy_ops cs_strategy_exhaustive;
+
+/* What strategies may ask of the explorer. */
+const cs_trace *cs_explorer_trace(const cs_explorer *ex);
+size_t cs_explorer_actor_count(const cs_explorer *ex);
+/* Records a divergence (the prescribed actor is not enabled) so that
+ * cs_divergence can report it; returns CS_EDIVERGED for convenience. */
+int cs_explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
+                         size_t n_enabled);
+/* A strategy that cuts an execution short as redundant (returning
+ * CS_EBLOCKED from choose) counts it here. */
+void cs_explorer_count_blocked(cs_explorer *ex);
+/* The explorer's (validated, owned) configuration. */
+const cs_config *cs_explorer_config(const cs_explorer *ex);
+
+#endif /* CS_INTERNAL_H */

@@ -1,0 +1,45 @@
+/*
+ * bridge.h -- what the files of the CPython extension (chaossloth._core)
+ * share.  The extension is the only place where the engine meets Python.
+ *
+ *   module.c      module init; cs_py_check: the one place engine status
+ *                 codes become Python exceptions
+ *   loop.c        LoopCore: ready queue, timer heap, virtual clock, dispatch
+ *   hooks.c       access hooks called by instrumented user code
+ *   explorer.c    Explorer: thin wrapper of cs_explorer for Python drivers
+ *
+ * Each file exposes one registration function called from module init.
+ */
+#ifndef CS_BRIDGE_H
+#define CS_BRIDGE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "chaossloth.h"
+
+/* Module state: exception types shared by all files. */
+extern PyObject *cs_EngineError;   /* base: chaossloth._core.EngineError */
+extern PyObject *cs_DivergedError; /* schedule diverged */
+extern PyObject *cs_BudgetError;   /* step budget exhausted */
+extern PyObject *cs_BlockedError;  /* dpor: execution redundant */
+
+/* Returns 0 if status is CS_OK; otherwise sets the matching Python exception
+ * (MemoryError for CS_ENOMEM) and returns -1. */
+int cs_py_check(int status);
+
+/* explorer.c: the cs_explorer behind a chaossloth._core.Explorer object, or
+ * NULL with TypeError set. */
+cs_explorer *cs_py_explorer_get(PyObject *obj);
+
+/* hooks.c: the explorer that access hooks record into while a controlled
+ * loop runs a step (NULL: hooks are no-ops).  Set by loop.c around each
+ * execution; hooks record only while a step is open. */
+void cs_hooks_set_explorer(cs_explorer *ex);
+cs_explorer *cs_hooks_get_explorer(void);
+
+int cs_register_loop(PyObject *module);
+int cs_register_hooks(PyObject *module);
+int cs_register_explorer(PyObject *module);
+
+#endif
