@@ -321,7 +321,7 @@ int cs_step_begin(cs_explorer *ex, cs_actor actor, int64_t scheduled_by) {
     if (!ex) return CS_EINVAL;
     if (ex->phase != IN_EXECUTION) return CS_ESTATE;
     if (actor >= ex->n_actors) return CS_EINVAL;
-    if (scheduled_by < -1 || scheduled_by >= (int64_t)cs_trace_len(ex->trace))
+    if (scheduled_by < CS_AFTER_ALL || scheduled_by >= (int64_t)cs_trace_len(ex->trace))
         return CS_EINVAL;
     int rc = cs_trace_step_begin(ex->trace, actor, scheduled_by);
     if (rc) return rc;

@@ -136,8 +136,12 @@ int cs_choose(cs_explorer *ex, const cs_actor *enabled, size_t n,
 
 /* Brackets the execution of one step of `actor`.  `scheduled_by` is the event
  * index of the step that made this step runnable (call_soon / call_later /
- * task creation / future completion), or -1.  Between begin and end the front
- * end reports accesses. */
+ * task creation / future completion), or CS_SCHEDULED_BY_NONE, or
+ * CS_AFTER_ALL: the step could only run once every earlier step had run (the
+ * virtual clock advanced to fire it: strict timer mode), so it happens after
+ * all of them.  Between begin and end the front end reports accesses. */
+#define CS_SCHEDULED_BY_NONE ((int64_t)-1)
+#define CS_AFTER_ALL ((int64_t)-2)
 int cs_step_begin(cs_explorer *ex, cs_actor actor, int64_t scheduled_by);
 int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
                      cs_access_kind kind, uint32_t site);
