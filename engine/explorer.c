@@ -370,7 +370,14 @@ int cs_execution_end(cs_explorer *ex, int outcome) {
         if (added < 0) return added;
         ex->stats.distinct_traces = ex->fingerprints.len + (ex->fingerprints.has_zero ? 1 : 0);
     }
-    return ex->ops->end(ex, ex->state, outcome);
+    int rc = ex->ops->end(ex, ex->state, outcome);
+    if (rc == CS_EDIVERGED && outcome != CS_OUTCOME_ABORTED) {
+        /* The strategy found the execution did not follow its schedule (it
+         * ended early): it says nothing about the program. */
+        if (outcome == CS_OUTCOME_FAILED) ex->stats.failing--;
+        ex->stats.aborted++;
+    }
+    return rc;
 }
 
 /* The strategy reports a sleep-set-blocked execution through this counter so

@@ -27,6 +27,10 @@ typedef struct {
 
 void cs_rng_seed(cs_rng *rng, uint64_t seed);
 uint64_t cs_rng_next(cs_rng *rng);
+/* Seeds the stream of execution `stream` of a run seeded with `seed`: the
+ * two inputs are mixed separately so neighbouring pairs give unrelated
+ * streams, and any execution is reproducible from (seed, stream) alone. */
+void cs_rng_seed_stream(cs_rng *rng, uint64_t seed, uint64_t stream);
 /* Uniform in [0, bound), bound >= 1, without modulo bias. */
 uint64_t cs_rng_below(cs_rng *rng, uint64_t bound);
 /* Uniform double in [0, 1). */

@@ -17,6 +17,16 @@ void cs_rng_seed(cs_rng *rng, uint64_t seed) {
     for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&x);
 }
 
+void cs_rng_seed_stream(cs_rng *rng, uint64_t seed, uint64_t stream) {
+    uint64_t x = seed ^ (0x9e3779b97f4a7c15ULL * (stream + 1));
+    x ^= x >> 31;
+    x *= 0xd6e8feb86659fd93ULL;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ULL;
+    x ^= x >> 32;
+    cs_rng_seed(rng, x);
+}
+
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 uint64_t cs_rng_next(cs_rng *rng) {

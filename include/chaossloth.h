@@ -59,6 +59,15 @@ typedef uint32_t cs_actor;
 typedef enum {
     CS_READ = 1,
     CS_WRITE = 2,
+    /* Lock operations on a lock resource (object = the lock, key = any).
+     * For dependency and happens-before both behave as writes (they conflict
+     * with every overlapping access).  For DPOR races they follow Abdulla et
+     * al. / Nidhugg: a release is never reversed with the acquisition that
+     * follows it (the lock was held, so that order is infeasible); instead an
+     * acquisition races with the previous acquisition of the same lock by
+     * another actor. */
+    CS_LOCK_ACQUIRE = 3,
+    CS_LOCK_RELEASE = 4,
 } cs_access_kind;
 
 /* A resource is (object, key).  CS_KEY_WHOLE is the whole-object wildcard: it
@@ -211,12 +220,198 @@ int cs_trace_schedule(const cs_explorer *ex, cs_actor *out, size_t cap,
 /* ------------------------------------------------------------ diagnosis */
 /* (section owned by diagnose.c) */
 
+/* Hazards found in the trace of a failing execution.  The four AVIO
+ * unserializable interleavings (Lu, Tucek, Qin, Zhou, ASPLOS 2006) of a local
+ * pair p, c (one actor, two different steps, so an await lies between them)
+ * and a remote access r (another actor) between them in trace order, plus
+ * the order violation defined in diagnose.c. */
+typedef enum {
+    CS_HAZARD_LOST_UPDATE = 1,    /* R-W-W: local read, remote write, local write */
+    CS_HAZARD_STALE_READ = 2,     /* R-W-R: check-then-act, non-repeatable read */
+    CS_HAZARD_DIRTY_READ = 3,     /* W-R-W: remote read of an intermediate value */
+    CS_HAZARD_OVERWRITTEN = 4,    /* W-W-R: local read of an overwritten value */
+    CS_HAZARD_ORDER_VIOLATION = 5 /* remote write overtook a read (diagnose.c) */
+} cs_hazard_kind;
+
+#define CS_NO_INDEX ((size_t)-1)
+
+typedef struct {
+    int kind;               /* cs_hazard_kind */
+    cs_actor local_actor;   /* actor of p and c */
+    cs_actor remote_actor;  /* actor of r */
+    size_t p_event, r_event, c_event; /* event indices, p < r < c */
+    size_t p_access, r_access, c_access; /* indices into the trace's access
+                                            array (CS_NO_INDEX: none) */
+    uint64_t object;        /* the shared resource */
+    uint64_t key;           /* the most specific key of p, r, c */
+} cs_finding;
+
+/* Static name of a hazard kind ("lost_update", "stale_read", "dirty_read",
+ * "overwritten_read", "order_violation"; "unknown"). */
+const char *cs_hazard_name(int kind);
+/* AVIO code of a hazard kind ("R-W-W", ...; "order" for order violations). */
+const char *cs_hazard_pattern(int kind);
+
+/* Finds the hazards of the explorer's current (or last) execution, ranked:
+ * lost updates and stale reads first, then the other kinds; within a class,
+ * the shortest interval (c_event - p_event) first, then by c_event.  Objects
+ * listed in `ignore` (e.g. synchronisation primitives, whose intermediate
+ * states are meant to be seen) are skipped.  Writes the first `cap`
+ * findings to `out` and the total count to *n. */
+int cs_diagnose(const cs_explorer *ex, const uint64_t *ignore, size_t n_ignore,
+                cs_finding *out, size_t cap, size_t *n);
+
+/* Deadlock: one cycle in a wait-for graph given as edges
+ * waiter -> (resource) -> holder.  Writes the indices of the edges of one
+ * cycle, in cycle order starting from the edge of smallest index that lies
+ * on a found cycle, to `cycle` (up to cap) and its length to *len; *len = 0
+ * when the graph has no cycle.  Deterministic for a given edge list. */
+typedef struct {
+    cs_actor waiter;
+    uint64_t resource;
+    cs_actor holder;
+} cs_wait_edge;
+int cs_wait_for_cycle(const cs_wait_edge *edges, size_t n, size_t *cycle,
+                      size_t cap, size_t *len);
+
 /* ------------------------------------------------------- collision window */
 /* (section owned by window.c) */
+
+/* Bayesian estimate of the collision window from real-loop telemetry: n
+ * pairs (offset >= 0 seconds between the starts of two conflicting calls,
+ * failed 0/1).  The model is documented at the top of window.c. */
+typedef struct {
+    double w_min, w_max;   /* support of the log-uniform prior on w (s) */
+    double eps_a, eps_b;   /* Beta prior of the noise eps (restricted to
+                              eps < 1/2) */
+    uint32_t grid;         /* log-spaced grid points for w (>= 16) */
+    uint32_t eps_grid;     /* grid points for eps (>= 4) */
+} cs_window_prior;
+
+/* Defaults: w in [1e-7, 10] s, eps ~ Beta(1, 9), 2000 x 64 grid. */
+void cs_window_prior_init(cs_window_prior *prior);
+
+typedef struct {
+    double median, mean;   /* posterior median and mean of w (s) */
+    double lo, hi;         /* 95% equal-tailed credible interval of w */
+    double eps_mean;       /* posterior mean of the noise */
+    uint64_t n, failures;  /* the telemetry summarised */
+} cs_window_summary;
+
+typedef struct cs_window cs_window;
+
+/* Fits the posterior.  offsets must be finite and >= 0, failed[i] 0 or 1;
+ * prior NULL = defaults.  CS_EINVAL on bad input. */
+int cs_window_fit(const double *offsets, const uint8_t *failed, size_t n,
+                  const cs_window_prior *prior, cs_window **out);
+void cs_window_free(cs_window *w);
+void cs_window_get_summary(const cs_window *w, cs_window_summary *out);
+/* Posterior predictive P(fail | offset) = E[offset < w ? 1 - eps : eps]. */
+double cs_window_p_fail(const cs_window *w, double offset);
+
+/* Natural failure rate: posterior Beta(1 + f, 1 + n - f) of f failures in
+ * n runs (uniform prior): its mean and 95% equal-tailed interval. */
+typedef struct {
+    double mean, lo, hi;
+} cs_rate_summary;
+int cs_rate_estimate(uint64_t failures, uint64_t runs, cs_rate_summary *out);
+/* Regularised incomplete beta I_x(a, b) and its inverse in x (a, b > 0). */
+double cs_beta_cdf(double x, double a, double b);
+double cs_beta_quantile(double q, double a, double b);
 
 /* ---------------------------------------------------------- C programs */
 /* (section owned by cprog.c: threads as small state machines over shared
  * cells, for the soundness tests and the classic DPOR benchmarks) */
+
+/* A C program: threads, each a small instruction list, over shared integer
+ * cells and non-reentrant locks.  A *step* is one visible operation (LOAD,
+ * STORE, CAS, FADD, LOCK, UNLOCK); local operations (SET, arithmetic, jumps,
+ * ASSERT) run eagerly right after the step that precedes them (and before a
+ * thread's first step), so they never add interleavings.
+ *
+ * Registers are numbered 1..CS_CPROG_REGS; 0 means "none".  An operand is
+ * the register b_reg/c_reg when non-zero, else the immediate b_imm/c_imm.
+ * A memory address is base + (a ? r[a] : 0), checked against n_cells.
+ *
+ * Actors: thread i is cs_actor_intern(ex, CS_NO_ACTOR, i); every step has
+ * scheduled_by = CS_SCHEDULED_BY_NONE.  Accesses: cell c is (object 1, key c);
+ * lock l is (object 2, key l).  A CAS is a write whether or not it succeeds
+ * (an event's accesses must not depend on the values it reads: DPOR predicts
+ * a reversed event from its previous run); LOCK/UNLOCK are
+ * CS_LOCK_ACQUIRE/CS_LOCK_RELEASE.  A thread whose
+ * next operation is LOCK of a held lock is not enabled. */
+#define CS_CPROG_REGS 8
+
+typedef enum {
+    /* visible: one step each */
+    CS_OP_LOAD = 1, /* r[dst] = cell[addr] */
+    CS_OP_STORE,    /* cell[addr] = B */
+    CS_OP_CAS,      /* cell[addr] == B ? (cell[addr] = C, r[dst] = 1) : r[dst] = 0 */
+    CS_OP_FADD,     /* r[dst] = cell[addr]; cell[addr] += B */
+    CS_OP_LOCK,     /* acquire lock base + (a ? r[a] : 0) (blocks while held) */
+    CS_OP_UNLOCK,   /* release that lock (must be held by this thread) */
+    /* local */
+    CS_OP_SET,      /* r[dst] = B */
+    CS_OP_ADD,      /* r[dst] = r[a] + B */
+    CS_OP_SUB,      /* r[dst] = r[a] - B */
+    CS_OP_MUL,      /* r[dst] = r[a] * B */
+    CS_OP_MOD,      /* r[dst] = r[a] mod B (B > 0; result in [0, B)) */
+    CS_OP_JMP,      /* goto target */
+    CS_OP_JEQ,      /* if r[a] == B goto target */
+    CS_OP_JNE,      /* if r[a] != B goto target */
+    CS_OP_JLT,      /* if r[a] <  B goto target */
+    CS_OP_JGE,      /* if r[a] >= B goto target */
+    CS_OP_ASSERT,   /* if r[a] != B the execution fails (the thread stops) */
+} cs_cprog_opcode;
+
+typedef struct {
+    uint8_t op;     /* cs_cprog_opcode */
+    uint8_t dst;    /* destination register (1..CS_CPROG_REGS) */
+    uint8_t a;      /* register operand / address index register, 0 = none */
+    uint8_t b_reg;  /* operand B: register, or 0 for b_imm */
+    uint8_t c_reg;  /* operand C: register, or 0 for c_imm */
+    int32_t base;   /* memory: first cell; LOCK/UNLOCK: first lock id */
+    int32_t target; /* jumps: instruction index (== len ends the thread) */
+    int64_t b_imm, c_imm;
+} cs_cprog_instr;
+
+typedef struct {
+    const cs_cprog_instr *code;
+    size_t len;
+} cs_cprog_thread;
+
+typedef struct {
+    size_t n_cells;
+    const int64_t *init; /* n_cells initial values, or NULL for zeros */
+    size_t n_locks;
+    size_t n_threads;
+    const cs_cprog_thread *threads;
+    uint64_t max_local_ops; /* per step, to catch local infinite loops;
+                               0 = 1000000 */
+} cs_cprog;
+
+typedef struct {
+    cs_stats stats;         /* the explorer's statistics at the end */
+    uint64_t deadlocks;     /* executions where no thread was enabled while
+                               some had not finished */
+    uint64_t assert_failed; /* executions where an ASSERT failed */
+    uint64_t diverged;      /* executions the strategy reported diverged */
+    uint64_t budget;        /* executions cut by the step budget */
+    double seconds;         /* wall time of the exploration */
+    size_t n_finals;        /* distinct final states (sorted hashes of the
+                               cells, every thread's registers and pc, of
+                               executions not aborted) */
+    uint64_t *finals;
+} cs_cprog_result;
+
+/* Runs `prog` under a fresh explorer built from `cfg`, through the public
+ * API, until the strategy says the exploration is over.  Returns CS_EINVAL
+ * for a malformed program (bad register, address, lock, jump) or a runtime
+ * error of the program (address out of range, unlock of a lock not held,
+ * too many local operations).  Free the result with cs_cprog_result_free. */
+int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
+                     cs_cprog_result *out);
+void cs_cprog_result_free(cs_cprog_result *r);
 
 #ifdef __cplusplus
 }

@@ -2,4 +2,29 @@
 
 from __future__ import annotations
 
+from chaossloth.errors import (
+    ChaosSlothError,
+    DeadlockError,
+    InputError,
+    NondeterminismError,
+    ScheduleDivergedError,
+    StepBudgetExceeded,
+    UnsupportedOperation,
+)
+from chaossloth.loop import ControlledLoop, EventLoopPolicy, new_event_loop, run
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "ChaosSlothError",
+    "ControlledLoop",
+    "DeadlockError",
+    "EventLoopPolicy",
+    "InputError",
+    "NondeterminismError",
+    "ScheduleDivergedError",
+    "StepBudgetExceeded",
+    "UnsupportedOperation",
+    "new_event_loop",
+    "run",
+]

@@ -1,0 +1,170 @@
+"""Cost of access capture, measured side by side in one run.
+
+1. ns per access: a plain attribute read / subscript store vs the same through the C hook with no
+   explorer attached (one pointer check) and with an explorer attached inside an open step (the
+   access is recorded in the engine's trace and the object kept alive).
+2. Slowdown of a whole function: the original vs its instrumented version, with no explorer and
+   while recording.
+
+Prints ratios; never asserts on time.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from typing import Any
+
+from chaossloth import _core
+from chaossloth.capture.importer import _register_file
+from chaossloth.capture.instrument import compile_instrumented, hook_namespace
+
+N = 200_000
+REPS = 5
+
+
+def best(fn: Callable[[], Any]) -> float:
+    times = []
+    for _ in range(REPS):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def recording(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """fn run inside one open step of a fresh explorer (one execution)."""
+
+    def run() -> Any:
+        ex = _core.Explorer("fifo")
+        ex.begin()
+        ex.step_begin(ex.intern(None, 0), -1)
+        _core.hooks_attach(ex)
+        try:
+            return fn()
+        finally:
+            _core.hooks_attach(None)
+            ex.step_end()
+            ex.end(0)
+
+    return run
+
+
+class Obj:
+    def __init__(self) -> None:
+        self.x = 1
+
+
+def per_access() -> None:
+    o = Obj()
+    d: dict[str, int] = {}
+    ga, si = _core.ga, _core.si
+    keys = [f"k{i % 64}" for i in range(N)]
+
+    def plain_get() -> None:
+        for _ in range(N):
+            o.x
+
+    def hook_get() -> None:
+        for _ in range(N):
+            ga(o, "x", 1)
+
+    def plain_set() -> None:
+        for k in keys:
+            d[k] = 1
+
+    def hook_set() -> None:
+        for k in keys:
+            si(1, d, k, 2)
+
+    def empty() -> None:
+        for _ in range(N):
+            pass
+
+    def empty_keys() -> None:
+        for _k in keys:
+            pass
+
+    base = best(empty)
+    base_k = best(empty_keys)
+    rows = [
+        ("obj.x", best(plain_get) - base, best(hook_get) - base,
+         best(recording(hook_get)) - base),
+        ("d[k] = v", best(plain_set) - base_k, best(hook_set) - base_k,
+         best(recording(hook_set)) - base_k),
+    ]  # fmt: skip
+    print(f"per access (ns), {N} accesses per run, best of {REPS}")
+    print(f"{'operation':<12}{'plain':>10}{'hook, idle':>14}{'recording':>14}"
+          f"{'idle/plain':>12}{'rec/plain':>12}")  # fmt: skip
+    for name, p, i, r in rows:
+        ns = 1e9 / N
+        print(f"{name:<12}{p * ns:>10.1f}{i * ns:>14.1f}{r * ns:>14.1f}"
+              f"{i / p:>11.2f}x{r / p:>11.2f}x")  # fmt: skip
+
+
+WORKLOAD = textwrap.dedent(
+    """
+    total = 0
+    class Server:
+        def __init__(self):
+            self.sessions = {}
+            self.counters = {}
+            self.log = []
+        def handle(self, cid):
+            global total
+            cur = self.sessions.get(cid, 0)
+            self.sessions[cid] = cur + 1
+            self.counters[cid] = self.counters.get(cid, 0) + 10
+            if len(self.log) < 100:
+                self.log.append(cid)
+            total += 1
+            return cid in self.sessions
+    def work(n):
+        s = Server()
+        ids = [f"c{i % 16}" for i in range(n)]
+        for cid in ids:
+            s.handle(cid)
+        return sum(s.counters.values())
+    """
+)
+
+
+def per_function() -> None:
+    n = 20_000
+    plain_ns: dict[str, Any] = {"__name__": "bench_plain"}
+    exec(compile(WORKLOAD, "<bench plain>", "exec"), plain_ns)
+    inst_ns: dict[str, Any] = {"__name__": "bench_inst"}
+    inst_ns.update(hook_namespace())
+    _register_file("<bench inst>")
+    exec(compile_instrumented(WORKLOAD, "<bench inst>"), inst_ns)
+    assert plain_ns["work"](100) == inst_ns["work"](100)
+    p = best(lambda: plain_ns["work"](n))
+    i = best(lambda: inst_ns["work"](n))
+    r = best(recording(lambda: inst_ns["work"](n)))
+    ex = _core.Explorer("fifo")
+    ex.begin()
+    ex.step_begin(ex.intern(None, 0), -1)
+    _core.hooks_attach(ex)
+    inst_ns["work"](n)
+    accesses = _core.hooks_stats()["recorded"]
+    _core.hooks_attach(None)
+    ex.step_end()
+    ex.end(0)
+    print(f"\nwhole function: {n} calls of Server.handle, best of {REPS}")
+    print(f"{'original':<28}{p * 1e3:>9.2f} ms  1.00x")
+    print(f"{'instrumented, no explorer':<28}{i * 1e3:>9.2f} ms  {i / p:.2f}x")
+    print(f"{'instrumented, recording':<28}{r * 1e3:>9.2f} ms  {r / p:.2f}x"
+          f"   ({accesses} accesses, {(r - p) / max(accesses, 1) * 1e9:.1f} ns each)")  # fmt: skip
+
+
+def main() -> int:
+    print(f"capture overhead (python {sys.version.split()[0]})")
+    per_access()
+    per_function()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,645 @@
+/*
+ * strategy_dpor.c -- optimal DPOR with wakeup trees and sleep sets
+ * (Abdulla, Aronis, Jonsson, Sagonas: POPL 2014; JACM 2017 "Source Sets").
+ *
+ * State lives on a stack with one *position* per step of the current
+ * execution (position k = the state before event k):
+ *   - root: the wakeup-tree node of this position.  Its children are the
+ *     branches still to explore from here, in order; the first child is the
+ *     one being executed, and it is itself the root of position k + 1, so the
+ *     wakeup tree of a deeper position is the subtree of the branch taken.
+ *   - sleep: the sleep set, as (actor, next event of that actor) entries:
+ *     inherited from position k - 1 when independent of event k - 1, plus the
+ *     branches already finished at this position (owned here).
+ * Backtracking removes finished branches and pops positions, so memory grows
+ * with the depth of an execution and the width of the wakeup trees, never
+ * with the number of executions.
+ *
+ * After every execution E, for each race e <E e' with e' new in this
+ * execution: E' = pre(E, e), v = notdep(e, E).e' (the events between e and e'
+ * that do not happen after e, then e'); if no sleeping actor of E' is a weak
+ * initial of v, v is inserted into the wakeup tree of E'.
+ *
+ * Races: e, e' dependent, different actors, e an immediate HB predecessor of
+ * e', and e' neither scheduled by e nor CS_AFTER_ALL (those orders cannot be
+ * reversed).  Locks: a release is never reversed with the acquisition that
+ * follows it; instead an acquisition races with the previous acquisition of
+ * the same lock by another actor, when nothing but that release orders them.
+ *
+ * Dependency between events of different executions (wakeup sequences,
+ * sleep sets) uses event identities (actor, actor_step): same actor, a
+ * scheduled_by edge by identity, CS_AFTER_ALL (treated as dependent with
+ * everything here: an over-approximation, which only costs executions), or
+ * conflicting accesses.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------- events */
+
+typedef struct {
+    uint64_t object, key;
+    uint8_t kind;
+} dacc;
+
+typedef struct {
+    cs_actor actor;
+    uint32_t step;
+    cs_actor sb_actor; /* CS_NO_ACTOR: none */
+    uint32_t sb_step;
+    bool after_all;
+    bool known; /* false until the event has been observed or inserted */
+    uint32_t n_acc;
+    dacc *acc; /* owned (nodes, sleep) or borrowed (trace scratch) */
+} wevent;
+
+static bool conflict(const dacc *x, const dacc *y) {
+    if (x->object != y->object) return false;
+    if (x->kind == CS_READ && y->kind == CS_READ) return false;
+    return x->key == y->key || x->key == CS_KEY_WHOLE || y->key == CS_KEY_WHOLE;
+}
+
+static bool dep_ev(const wevent *a, const wevent *b) {
+    if (a->actor == b->actor) return true;
+    if (a->after_all || b->after_all) return true;
+    if (a->sb_actor == b->actor && a->sb_step == b->step) return true;
+    if (b->sb_actor == a->actor && b->sb_step == a->step) return true;
+    for (uint32_t i = 0; i < a->n_acc; i++)
+        for (uint32_t j = 0; j < b->n_acc; j++)
+            if (conflict(&a->acc[i], &b->acc[j])) return true;
+    return false;
+}
+
+static int ev_copy(wevent *dst, const wevent *src) {
+    *dst = *src;
+    dst->acc = NULL;
+    if (src->n_acc) {
+        dst->acc = malloc(src->n_acc * sizeof *dst->acc);
+        if (!dst->acc) return CS_ENOMEM;
+        memcpy(dst->acc, src->acc, src->n_acc * sizeof *dst->acc);
+    }
+    return CS_OK;
+}
+
+/* ----------------------------------------------------- wakeup trees */
+
+typedef struct node {
+    wevent ev;
+    struct node *first, *last, *next;
+} node;
+
+static void node_free(node *n) {
+    while (n) {
+        node *c = n->first;
+        while (c) {
+            node *nx = c->next;
+            node_free(c);
+            c = nx;
+        }
+        node *dead = n;
+        n = NULL;
+        free(dead->ev.acc);
+        free(dead);
+    }
+}
+
+static void node_append(node *parent, node *child) {
+    child->next = NULL;
+    if (parent->last) parent->last->next = child;
+    else parent->first = child;
+    parent->last = child;
+}
+
+/* ------------------------------------------------------ positions */
+
+typedef struct {
+    cs_actor actor;
+    const wevent *ev; /* owned by this or an earlier position */
+} sleeper;
+
+typedef struct {
+    node *root;
+    sleeper *sleep;
+    uint32_t n_sleep, cap_sleep;
+    wevent *owned; /* finished branches of this position */
+    uint32_t n_owned, cap_owned;
+} position;
+
+typedef struct {
+    node *root0;
+    position *pos;
+    size_t n_pos, cap_pos;
+    size_t branch;     /* position where this execution's new branch starts */
+    size_t depth;      /* steps taken in the current execution */
+    bool started, exhausted, incomplete;
+    bool blocked_now, diverged_now;
+
+    /* scratch for race detection (grows with execution length) */
+    wevent *tev;
+    size_t cap_tev;
+    dacc *tacc;
+    size_t cap_tacc;
+    uint32_t *vidx;
+    bool *vremoved, *reach;
+    size_t cap_v;
+    wevent vsingle;
+} dpor_state;
+
+static int ensure_pos(dpor_state *s, size_t k) {
+    if (k < s->n_pos) return CS_OK;
+    if (k >= s->cap_pos) {
+        size_t ncap = s->cap_pos ? s->cap_pos * 2 : 64;
+        while (ncap <= k) ncap *= 2;
+        position *np = realloc(s->pos, ncap * sizeof *np);
+        if (!np) return CS_ENOMEM;
+        s->pos = np;
+        s->cap_pos = ncap;
+    }
+    while (s->n_pos <= k) memset(&s->pos[s->n_pos++], 0, sizeof(position));
+    return CS_OK;
+}
+
+static void pos_clear(position *p) {
+    for (uint32_t i = 0; i < p->n_owned; i++) free(p->owned[i].acc);
+    free(p->owned);
+    free(p->sleep);
+    memset(p, 0, sizeof *p);
+}
+
+static int sleep_add(position *p, cs_actor actor, const wevent *ev) {
+    if (p->n_sleep == p->cap_sleep) {
+        uint32_t ncap = p->cap_sleep ? p->cap_sleep * 2 : 4;
+        sleeper *ns = realloc(p->sleep, ncap * sizeof *ns);
+        if (!ns) return CS_ENOMEM;
+        p->sleep = ns;
+        p->cap_sleep = ncap;
+    }
+    p->sleep[p->n_sleep++] = (sleeper){actor, ev};
+    return CS_OK;
+}
+
+static bool asleep(const position *p, cs_actor a) {
+    for (uint32_t i = 0; i < p->n_sleep; i++)
+        if (p->sleep[i].actor == a) return true;
+    return false;
+}
+
+/* ------------------------------------------------------- lifecycle */
+
+static int dpor_create(cs_explorer *ex, const cs_config *cfg, void **state) {
+    (void)ex;
+    (void)cfg;
+    dpor_state *s = calloc(1, sizeof *s);
+    if (!s) return CS_ENOMEM;
+    s->root0 = calloc(1, sizeof *s->root0);
+    if (!s->root0) {
+        free(s);
+        return CS_ENOMEM;
+    }
+    *state = s;
+    return CS_OK;
+}
+
+static void dpor_destroy(void *state) {
+    dpor_state *s = state;
+    if (!s) return;
+    for (size_t k = s->n_pos; k-- > 0;) {
+        /* owned events may be referenced by deeper positions: free deepest
+         * first */
+        pos_clear(&s->pos[k]);
+    }
+    free(s->pos);
+    node_free(s->root0);
+    free(s->tev);
+    free(s->tacc);
+    free(s->vidx);
+    free(s->vremoved);
+    free(s->reach);
+    free(s);
+}
+
+static int dpor_begin(cs_explorer *ex, void *state, int *more, int *complete) {
+    (void)ex;
+    dpor_state *s = state;
+    *complete = 0;
+    if (s->exhausted) {
+        *more = 0;
+        *complete = !s->incomplete;
+        return CS_OK;
+    }
+    if (!s->started) {
+        s->started = true;
+        s->branch = 0;
+        if (ensure_pos(s, 0)) return CS_ENOMEM;
+        s->pos[0].root = s->root0;
+    }
+    s->depth = 0;
+    s->blocked_now = false;
+    s->diverged_now = false;
+    *more = 1;
+    return CS_OK;
+}
+
+static int dpor_choose(cs_explorer *ex, void *state, size_t step,
+                       const cs_actor *enabled, size_t n, size_t *chosen) {
+    dpor_state *s = state;
+    if (step != s->depth || step >= s->n_pos) return CS_EINVAL;
+    position *p = &s->pos[step];
+    node *c = p->root->first;
+    if (c) {
+        /* prescribed: the prefix being replayed or a wakeup sequence */
+        for (size_t i = 0; i < n; i++)
+            if (enabled[i] == c->ev.actor) {
+                *chosen = i;
+                return CS_OK;
+            }
+        s->diverged_now = true;
+        return cs_explorer_diverged(ex, step, c->ev.actor, n);
+    }
+    /* free choice: the first enabled actor that is not asleep */
+    for (size_t i = 0; i < n; i++) {
+        if (asleep(p, enabled[i])) continue;
+        c = calloc(1, sizeof *c);
+        if (!c) return CS_ENOMEM;
+        c->ev.actor = enabled[i];
+        c->ev.sb_actor = CS_NO_ACTOR;
+        node_append(p->root, c);
+        *chosen = i;
+        return CS_OK;
+    }
+    s->blocked_now = true;
+    cs_explorer_count_blocked(ex);
+    return CS_EBLOCKED;
+}
+
+/* Fills *out with event k of the trace; accesses point into `buf`. */
+static int trace_wevent(const cs_trace *t, size_t k, wevent *out, dacc *buf) {
+    cs_event e;
+    int rc = cs_trace_get_event(t, k, &e);
+    if (rc) return rc;
+    out->actor = e.actor;
+    out->step = e.actor_step;
+    out->sb_actor = CS_NO_ACTOR;
+    out->sb_step = 0;
+    out->after_all = e.scheduled_by == CS_AFTER_ALL;
+    out->known = true;
+    if (e.scheduled_by >= 0) {
+        cs_event by;
+        rc = cs_trace_get_event(t, (size_t)e.scheduled_by, &by);
+        if (rc) return rc;
+        out->sb_actor = by.actor;
+        out->sb_step = by.actor_step;
+    }
+    out->n_acc = e.n_accesses;
+    out->acc = buf;
+    for (uint32_t i = 0; i < e.n_accesses; i++) {
+        cs_access a;
+        rc = cs_trace_get_access(t, e.first_access + i, &a);
+        if (rc) return rc;
+        buf[i] = (dacc){a.object, a.key, a.kind};
+    }
+    return CS_OK;
+}
+
+static int grow_scratch(dpor_state *s, size_t n_ev, size_t n_acc) {
+    if (n_ev > s->cap_tev) {
+        size_t ncap = s->cap_tev ? s->cap_tev : 64;
+        while (ncap < n_ev) ncap *= 2;
+        wevent *a = realloc(s->tev, ncap * sizeof *a);
+        if (!a) return CS_ENOMEM;
+        s->tev = a;
+        uint32_t *b = realloc(s->vidx, ncap * sizeof *b);
+        if (!b) return CS_ENOMEM;
+        s->vidx = b;
+        bool *c = realloc(s->vremoved, ncap * sizeof *c);
+        if (!c) return CS_ENOMEM;
+        s->vremoved = c;
+        bool *d = realloc(s->reach, ncap * sizeof *d);
+        if (!d) return CS_ENOMEM;
+        s->reach = d;
+        s->cap_tev = ncap;
+        s->cap_v = ncap;
+    }
+    if (n_acc > s->cap_tacc) {
+        size_t ncap = s->cap_tacc ? s->cap_tacc : 256;
+        while (ncap < n_acc) ncap *= 2;
+        dacc *a = realloc(s->tacc, ncap * sizeof *a);
+        if (!a) return CS_ENOMEM;
+        s->tacc = a;
+        s->cap_tacc = ncap;
+    }
+    return CS_OK;
+}
+
+static int dpor_observe(cs_explorer *ex, void *state, size_t index) {
+    dpor_state *s = state;
+    const cs_trace *t = cs_explorer_trace(ex);
+    if (index != s->depth || index >= s->n_pos) return CS_EINVAL;
+    position *p = &s->pos[index];
+    node *c = p->root->first;
+    if (!c) return CS_EINVAL;
+    cs_event e;
+    int rc = cs_trace_get_event(t, index, &e);
+    if (rc) return rc;
+    if (grow_scratch(s, 1, e.n_accesses)) return CS_ENOMEM;
+    wevent now;
+    if ((rc = trace_wevent(t, index, &now, s->tacc))) return rc;
+    if (c->ev.known && c->ev.n_acc >= now.n_acc && (c->ev.acc || now.n_acc == 0)) {
+        /* the node now describes the event as it really ran (usually the
+         * same accesses: reuse the array) */
+        dacc *keep = c->ev.acc;
+        if (now.n_acc) memcpy(keep, now.acc, now.n_acc * sizeof *keep);
+        c->ev = now;
+        c->ev.acc = keep;
+    } else {
+        wevent copy;
+        if ((rc = ev_copy(&copy, &now))) return rc;
+        free(c->ev.acc);
+        c->ev = copy;
+    }
+    s->depth++;
+    if ((rc = ensure_pos(s, index + 1))) return rc;
+    p = &s->pos[index]; /* ensure_pos may move the stack */
+    position *q = &s->pos[index + 1];
+    if (index + 1 > s->branch) {
+        /* a new position: its tree is the branch taken, its sleep set the
+         * sleepers independent of the event just executed */
+        q->root = c;
+        q->n_sleep = 0;
+        for (uint32_t i = 0; i < p->n_sleep; i++)
+            if (!dep_ev(p->sleep[i].ev, &now))
+                if (sleep_add(q, p->sleep[i].actor, p->sleep[i].ev)) return CS_ENOMEM;
+    }
+    return CS_OK;
+}
+
+/* -------------------------------------------------- race detection */
+
+/* v: the remaining elements of the wakeup sequence, as trace indices into
+ * s->tev; vlen entries, vremoved marks consumed ones; the last element is e'
+ * whose HB-predecessors within v are flagged in reach. */
+typedef struct {
+    dpor_state *s;
+    const cs_trace *t;
+    size_t vlen;
+    size_t remaining;
+} seqv;
+
+static bool hb_v(const seqv *v, size_t m, size_t k) {
+    if (k == v->vlen - 1) return v->s->reach[m];
+    return cs_trace_hb(v->t, v->s->vidx[m], v->s->vidx[k]);
+}
+
+/* Is actor a (whose next event is ev, if known) a weak initial of v?
+ * Sets *at to its first element in v, or vlen if it has none. */
+static bool weak_initial(const seqv *v, cs_actor a, const wevent *ev, size_t *at) {
+    dpor_state *s = v->s;
+    *at = v->vlen;
+    for (size_t k = 0; k < v->vlen; k++) {
+        if (s->vremoved[k] || s->tev[s->vidx[k]].actor != a) continue;
+        *at = k;
+        for (size_t m = 0; m < k; m++)
+            if (!s->vremoved[m] && hb_v(v, m, k)) return false;
+        return true;
+    }
+    if (!ev || !ev->known) return false; /* unknown next event: assume dependent */
+    for (size_t k = 0; k < v->vlen; k++)
+        if (!s->vremoved[k] && dep_ev(ev, &s->tev[s->vidx[k]])) return false;
+    return true;
+}
+
+static int insert_v(seqv *v, node *root) {
+    dpor_state *s = v->s;
+    node *n = root;
+    for (;;) {
+        if (v->remaining == 0) return CS_OK;
+        if (n != root && !n->first) return CS_OK; /* a leaf covers v */
+        node *match = NULL;
+        size_t at = v->vlen;
+        for (node *c = n->first; c; c = c->next)
+            if (weak_initial(v, c->ev.actor, &c->ev, &at)) {
+                match = c;
+                break;
+            }
+        if (!match) break;
+        if (at < v->vlen) {
+            s->vremoved[at] = true;
+            v->remaining--;
+        }
+        n = match;
+    }
+    for (size_t k = 0; k < v->vlen; k++) {
+        if (s->vremoved[k]) continue;
+        node *c = calloc(1, sizeof *c);
+        if (!c) return CS_ENOMEM;
+        int rc = ev_copy(&c->ev, &s->tev[s->vidx[k]]);
+        if (rc) {
+            free(c);
+            return rc;
+        }
+        node_append(n, c);
+        n = c;
+    }
+    return CS_OK;
+}
+
+/* Handles the race (i, j) of the current trace. */
+static int race(dpor_state *s, const cs_trace *t, size_t i, size_t j) {
+    seqv v = {s, t, 0, 0};
+    for (size_t k = i + 1; k < j; k++)
+        if (!cs_trace_hb(t, i, k)) s->vidx[v.vlen++] = (uint32_t)k;
+    s->vidx[v.vlen++] = (uint32_t)j;
+    /* reach[m]: element m happens before e' within E'.v */
+    const wevent *ej = &s->tev[j];
+    for (size_t m = v.vlen - 1; m-- > 0;) {
+        bool r = dep_ev(&s->tev[s->vidx[m]], ej);
+        if (!r)
+            for (size_t q = m + 1; q + 1 < v.vlen && !r; q++)
+                if (s->reach[q] && cs_trace_hb(t, s->vidx[m], s->vidx[q])) r = true;
+        s->reach[m] = r;
+    }
+    s->reach[v.vlen - 1] = false;
+    for (size_t k = 0; k < v.vlen; k++) s->vremoved[k] = false;
+    v.remaining = v.vlen;
+    position *p = &s->pos[i];
+    for (uint32_t q = 0; q < p->n_sleep; q++) {
+        size_t at;
+        if (weak_initial(&v, p->sleep[q].actor, p->sleep[q].ev, &at)) return CS_OK;
+    }
+    return insert_v(&v, p->root);
+}
+
+static bool is_lock_op(const wevent *e, uint8_t kind, uint64_t *obj, uint64_t *key) {
+    for (uint32_t i = 0; i < e->n_acc; i++)
+        if (e->acc[i].kind == kind) {
+            *obj = e->acc[i].object;
+            *key = e->acc[i].key;
+            return true;
+        }
+    return false;
+}
+
+static bool same_lock_release(const wevent *e, uint64_t obj, uint64_t key) {
+    for (uint32_t i = 0; i < e->n_acc; i++)
+        if (e->acc[i].kind == CS_LOCK_RELEASE && e->acc[i].object == obj &&
+            (e->acc[i].key == key || e->acc[i].key == CS_KEY_WHOLE || key == CS_KEY_WHOLE))
+            return true;
+    return false;
+}
+
+static int detect_races(dpor_state *s, const cs_trace *t) {
+    size_t len = cs_trace_len(t);
+    size_t n_acc = 0;
+    for (size_t k = 0; k < len; k++) {
+        cs_event e;
+        if (cs_trace_get_event(t, k, &e)) return CS_EINVAL;
+        n_acc += e.n_accesses;
+    }
+    if (grow_scratch(s, len + 1, n_acc + 1)) return CS_ENOMEM;
+    size_t off = 0;
+    for (size_t k = 0; k < len; k++) {
+        int rc = trace_wevent(t, k, &s->tev[k], s->tacc + off);
+        if (rc) return rc;
+        off += s->tev[k].n_acc;
+    }
+    size_t pcap = 16;
+    size_t *preds = malloc(pcap * sizeof *preds);
+    if (!preds) return CS_ENOMEM;
+    int rc = CS_OK;
+    for (size_t j = s->branch; j < len && rc == CS_OK; j++) {
+        const wevent *ej = &s->tev[j];
+        size_t np;
+        if ((rc = cs_trace_preds(t, j, preds, pcap, &np))) break;
+        if (np > pcap) {
+            free(preds);
+            pcap = np;
+            preds = malloc(pcap * sizeof *preds);
+            if (!preds) return CS_ENOMEM;
+            if ((rc = cs_trace_preds(t, j, preds, pcap, &np))) break;
+        }
+        if (ej->after_all) continue;
+        cs_event evj;
+        cs_trace_get_event(t, j, &evj);
+        uint64_t lobj = 0, lkey = 0;
+        bool acquire = is_lock_op(ej, CS_LOCK_ACQUIRE, &lobj, &lkey);
+        size_t rel = SIZE_MAX;
+        for (size_t q = 0; q < np && rc == CS_OK; q++) {
+            size_t i = preds[q];
+            const wevent *ei = &s->tev[i];
+            if (ei->actor == ej->actor || evj.scheduled_by == (int64_t)i) continue;
+            if (acquire && same_lock_release(ei, lobj, lkey)) {
+                rel = i;
+                continue;
+            }
+            rc = race(s, t, i, j);
+        }
+        if (rc || rel == SIZE_MAX) continue;
+        /* the acquisition matching that release: same actor, same lock */
+        size_t acq = SIZE_MAX;
+        for (size_t k = rel; k-- > 0;) {
+            uint64_t o2, k2;
+            if (s->tev[k].actor == s->tev[rel].actor &&
+                is_lock_op(&s->tev[k], CS_LOCK_ACQUIRE, &o2, &k2) && o2 == lobj && k2 == lkey) {
+                acq = k;
+                break;
+            }
+        }
+        if (acq == SIZE_MAX) continue;
+        bool ordered = false; /* ordered by something other than the release */
+        for (size_t q = 0; q < np && !ordered; q++)
+            if (preds[q] != rel && (preds[q] == acq || cs_trace_hb(t, acq, preds[q])))
+                ordered = true;
+        if (!ordered) rc = race(s, t, acq, j);
+    }
+    free(preds);
+    return rc;
+}
+
+/* ----------------------------------------------------- backtracking */
+
+static int dpor_end(cs_explorer *ex, void *state, int outcome) {
+    dpor_state *s = state;
+    const cs_trace *t = cs_explorer_trace(ex);
+    size_t len = cs_trace_len(t);
+    int rc;
+    if (outcome == CS_OUTCOME_ABORTED && !s->blocked_now) s->incomplete = true;
+    if (len != s->depth || len >= s->n_pos) return CS_EINVAL;
+    if (!s->diverged_now && (rc = detect_races(s, t))) return rc;
+    size_t k = len;
+    node *r = s->pos[k].root;
+    if (s->diverged_now) {
+        /* the prescribed branch could not run: drop it */
+        node *c = r->first;
+        if (c) {
+            r->first = c->next;
+            if (r->last == c) r->last = NULL;
+            c->next = NULL;
+            node_free(c);
+        }
+    } else if (r->first) {
+        /* The execution stopped before the branches prescribed here could
+         * run (step budget, or the front end ended it early): re-running the
+         * same prefix would stop at the same place, so they are dropped and
+         * the exploration is not complete. */
+        node *c = r->first;
+        r->first = r->last = NULL;
+        while (c) {
+            node *nx = c->next;
+            c->next = NULL;
+            s->incomplete = true;
+            node_free(c);
+            c = nx;
+        }
+    }
+    for (;;) {
+        position *p = &s->pos[k];
+        if (p->root->first) {
+            s->branch = k;
+            /* positions past k are rebuilt by the next execution */
+            for (size_t d = s->n_pos; d-- > k + 1;) pos_clear(&s->pos[d]);
+            s->n_pos = k + 1;
+            return CS_OK;
+        }
+        if (k == 0) break;
+        pos_clear(p);
+        s->n_pos = k;
+        k--;
+        /* the branch executed at k is finished: it goes to sleep at k */
+        position *up = &s->pos[k];
+        node *c = up->root->first;
+        up->root->first = c->next;
+        if (up->root->last == c) up->root->last = NULL;
+        if (up->n_owned == up->cap_owned) {
+            uint32_t ncap = up->cap_owned ? up->cap_owned * 2 : 4;
+            /* sleepers point into owned: grow by copying into a new array
+             * would invalidate them, so owned events are kept by pointer */
+            wevent *no = realloc(up->owned, ncap * sizeof *no);
+            if (!no) return CS_ENOMEM;
+            if (no != up->owned) {
+                /* re-point this position's sleepers at the moved events */
+                for (uint32_t i = 0; i < up->n_sleep; i++)
+                    if (up->sleep[i].ev >= up->owned && up->sleep[i].ev < up->owned + up->n_owned)
+                        up->sleep[i].ev = no + (up->sleep[i].ev - up->owned);
+            }
+            up->owned = no;
+            up->cap_owned = ncap;
+        }
+        up->owned[up->n_owned] = c->ev; /* takes the access array */
+        c->ev.acc = NULL;
+        if ((rc = sleep_add(up, c->ev.actor, &up->owned[up->n_owned]))) return rc;
+        up->n_owned++;
+        c->next = NULL;
+        node_free(c);
+    }
+    pos_clear(&s->pos[0]);
+    s->n_pos = 0;
+    s->exhausted = true;
+    return CS_OK;
+}
+
+const cs_strategy_ops cs_strategy_dpor = {
+    "dpor", dpor_create, dpor_destroy, dpor_begin,
+    dpor_choose, dpor_observe, dpor_end,
+};

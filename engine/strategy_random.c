@@ -1,0 +1,66 @@
+/*
+ * strategy_random.c -- uniform choice among the enabled actors.
+ *
+ * Execution i (0-based, counted by the explorer) draws from a generator
+ * seeded with cs_rng_seed_stream(seed, i), so any single execution can be reproduced
+ * from (seed, i) alone, whatever ran before it.  Never complete: it runs
+ * until max_executions or time_limit stops it.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    uint64_t seed;
+    cs_rng rng;
+} random_state;
+
+static int random_create(cs_explorer *ex, const cs_config *cfg, void **state) {
+    (void)ex;
+    random_state *s = calloc(1, sizeof *s);
+    if (!s) return CS_ENOMEM;
+    s->seed = cfg->seed;
+    *state = s;
+    return CS_OK;
+}
+
+static void random_destroy(void *state) { free(state); }
+
+static int random_begin(cs_explorer *ex, void *state, int *more, int *complete) {
+    random_state *s = state;
+    cs_stats st;
+    cs_explorer_stats(ex, &st);
+    cs_rng_seed_stream(&s->rng, s->seed, st.executions);
+    *more = 1;
+    *complete = 0;
+    return CS_OK;
+}
+
+static int random_choose(cs_explorer *ex, void *state, size_t step,
+                         const cs_actor *enabled, size_t n, size_t *chosen) {
+    (void)ex;
+    (void)step;
+    (void)enabled;
+    random_state *s = state;
+    *chosen = (size_t)cs_rng_below(&s->rng, n);
+    return CS_OK;
+}
+
+static int random_observe(cs_explorer *ex, void *state, size_t index) {
+    (void)ex;
+    (void)state;
+    (void)index;
+    return CS_OK;
+}
+
+static int random_end(cs_explorer *ex, void *state, int outcome) {
+    (void)ex;
+    (void)state;
+    (void)outcome;
+    return CS_OK;
+}
+
+const cs_strategy_ops cs_strategy_random = {
+    "random", random_create, random_destroy, random_begin,
+    random_choose, random_observe, random_end,
+};

@@ -1,0 +1,1742 @@
+/*
+ * loop.c -- chaossloth._core.LoopCore, the C base of ControlledLoop, and the
+ * Handle / TimerHandle objects it returns.
+ *
+ * LoopCore owns the ready queue, the timer heap, the virtual clock and the
+ * dispatch loop (the body of run_forever).  Everything that is not on the
+ * per-step path lives in Python (src/chaossloth/loop.py).
+ *
+ * Invariants
+ *   - Order (no explorer, or an explorer whose strategy picks index 0):
+ *     identical to BaseEventLoop._run_once of CPython 3.11.  An iteration
+ *     drops cancelled timers from the heap head (or rebuilds the heap when
+ *     more than 100 timers are scheduled and over half are cancelled), moves
+ *     the due timers to the tail of the ready queue in heap-pop order, then
+ *     runs exactly the handles that were ready at its start.  The heap uses
+ *     heapq's own sift algorithms comparing `when` with a strict <, so equal
+ *     deadlines pop in exactly the order stock asyncio pops them.
+ *   - Virtual time: the clock moves only at an iteration boundary where
+ *     nothing is ready and stop() was not called, to the earliest deadline.
+ *     A timer is due when when <= now.
+ *   - Every queued handle holds one strong reference from the queue or heap;
+ *     handles are released only after the queue or heap is consistent again,
+ *     because releasing one may run arbitrary finalizers that schedule more.
+ *   - Explorer attached: each step is cs_choose -> cs_step_begin -> run ->
+ *     cs_step_end.  The enabled list is the ready queue in stock order (one
+ *     entry per actor, its first handle), then the timers that may fire now
+ *     (strict: the due ones not yet moved; relaxed: every pending one),
+ *     ordered by (when, insertion).  The stock iteration structure (batches)
+ *     is kept so that index 0 always reproduces the stock order.
+ *   - Actor identity: a task's steps (C Task: TaskStepMethWrapper and the
+ *     task_wakeup builtin; Python Task: its __step / __wakeup methods) belong
+ *     to the task's actor, interned from (current actor, k) at its first
+ *     call_soon; any other callback gets a fresh actor interned the same way.
+ *     k counts the creations of the current actor in this execution.
+ */
+#include "bridge.h"
+
+#include <structmember.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Resource identities of the loop's own accesses.  Handles are named by their
+ * per-loop sequence number rather than their address so that a freed
+ * handle's address reused by a later one never makes them conflict; the tag
+ * keeps them apart from object addresses (user space is below 2^48). */
+#define HANDLE_TAG 0xC5A0000000000000ULL
+#define CLOCK_OBJECT 0xC5A1000000000000ULL
+
+/* Stock BaseEventLoop constants. */
+#define MIN_SCHEDULED_TIMER_HANDLES 100
+#define MIN_CANCELLED_TIMER_HANDLES_FRACTION 0.5
+
+enum { RUN_STOPPED = 0, RUN_IDLE = 1, RUN_FOREIGN = 2 };
+
+typedef struct LoopCoreObject LoopCoreObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *callback; /* NULL once cancelled (as stock) */
+    PyObject *args;     /* tuple; NULL once cancelled */
+    PyObject *context;
+    LoopCoreObject *loop;
+    PyObject *source_traceback; /* debug mode only */
+    PyObject *repr;             /* debug mode: repr kept at cancel */
+    PyObject *weakreflist;
+    double when;
+    uint64_t seq;
+    int64_t scheduled_by;
+    cs_actor actor;
+    char cancelled, scheduled, is_timer, after_all;
+} HandleObject;
+
+typedef struct {
+    PyObject *ref;  /* task actor: weakref to the task; callback: description */
+    PyObject *name; /* task actor: description at creation */
+    uint32_t children;
+    uint8_t kind;   /* 0 unseen in this execution, 1 task, 2 callback */
+} actor_slot;
+
+typedef struct {
+    void *task;
+    cs_actor actor;
+} task_entry;
+
+struct LoopCoreObject {
+    PyObject_HEAD
+    HandleObject **ready;
+    size_t rhead, rlen, rcap;
+    HandleObject **heap;
+    size_t hlen, hcap;
+    Py_ssize_t timer_cancelled_count;
+    double now;
+    uint64_t seq;
+    char stopping, closed, debug, relaxed, running, in_iteration, in_step, clock_dirty;
+    char foreign;
+    size_t batch_left;
+    unsigned long owner_thread;
+    uint64_t steps, max_steps;
+    PyObject *future_class, *task_class, *current_handle;
+
+    /* explorer */
+    PyObject *explorer_obj;
+    cs_explorer *ex;
+    cs_actor cur_actor;
+    int64_t cur_event;
+    uint32_t root_children;
+    actor_slot *actors;
+    size_t n_actors;
+    task_entry *tmap;
+    size_t tmap_cap, tmap_len;
+    /* per event of the current execution */
+    uint32_t *choices;
+    PyObject **site_code;
+    int *site_line;
+    size_t n_events, cap_events;
+    /* scratch */
+    cs_actor *en_actor;
+    Py_ssize_t *en_ref; /* >= 0: ready index; < 0: -(heap index) - 1 */
+    size_t en_cap;
+    uint32_t *stamp;
+    size_t stamp_cap;
+    uint32_t stamp_gen;
+    PyObject *div_enabled;
+};
+
+static PyTypeObject HandleType;
+static PyTypeObject TimerHandleType;
+static PyTypeObject LoopCoreType;
+
+/* Lazily imported asyncio pieces (first LoopCore creation). */
+static PyObject *fmt_callback_source; /* format_helpers._format_callback_source */
+static PyObject *extract_stack;       /* format_helpers.extract_stack */
+static PyObject *future_type;         /* asyncio.futures.Future */
+static PyObject *pytask_type;         /* asyncio.tasks._PyTask */
+static PyObject *pytask_step, *pytask_wakeup;
+static PyObject *ctask_type;          /* asyncio.tasks.Task (C) */
+static PyObject *asyncio_dir;         /* ".../asyncio/" */
+static PyObject *empty_tuple;
+static PyTypeObject *step_wrapper_type; /* C TaskStepMethWrapper, once seen */
+static PyMethodDef *wakeup_ml;           /* C task_wakeup, once seen */
+static PyObject *s_coro, *s_cr_await, *s_cr_frame, *s_gi_frame, *s_gi_yieldfrom,
+    *s_call_exception_handler, *s_get_name, *s_check_callback, *s_check_thread,
+    *s_foreign_call, *s_loop, *s_self, *s_qualname, *s_message, *s_exception, *s_handle,
+    *s_source_traceback;
+
+/* TaskStepMethWrapper's layout in CPython 3.11 (_asynciomodule.c); checked
+ * against its __self__ the first time one is seen. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *sw_task;
+    PyObject *sw_arg;
+} step_wrapper_layout;
+
+static int import_asyncio(void) {
+    if (fmt_callback_source) return 0;
+    PyObject *fh = NULL, *fut = NULL, *tasks = NULL, *asyncio = NULL, *file = NULL;
+    int rc = -1;
+#define INTERN(var, s) if (!(var = PyUnicode_InternFromString(s))) goto done
+    INTERN(s_coro, "_coro");
+    INTERN(s_cr_await, "cr_await");
+    INTERN(s_cr_frame, "cr_frame");
+    INTERN(s_gi_frame, "gi_frame");
+    INTERN(s_gi_yieldfrom, "gi_yieldfrom");
+    INTERN(s_call_exception_handler, "call_exception_handler");
+    INTERN(s_get_name, "get_name");
+    INTERN(s_check_callback, "_check_callback");
+    INTERN(s_check_thread, "_check_thread");
+    INTERN(s_foreign_call, "_cs_foreign_call");
+    INTERN(s_loop, "loop");
+    INTERN(s_self, "__self__");
+    INTERN(s_qualname, "__qualname__");
+    INTERN(s_message, "message");
+    INTERN(s_exception, "exception");
+    INTERN(s_handle, "handle");
+    INTERN(s_source_traceback, "source_traceback");
+#undef INTERN
+    if (!(empty_tuple = PyTuple_New(0))) goto done;
+    if (!(fh = PyImport_ImportModule("asyncio.format_helpers"))) goto done;
+    if (!(fut = PyImport_ImportModule("asyncio.futures"))) goto done;
+    if (!(tasks = PyImport_ImportModule("asyncio.tasks"))) goto done;
+    if (!(asyncio = PyImport_ImportModule("asyncio"))) goto done;
+    if (!(extract_stack = PyObject_GetAttrString(fh, "extract_stack"))) goto done;
+    if (!(future_type = PyObject_GetAttrString(fut, "Future"))) goto done;
+    if (!(pytask_type = PyObject_GetAttrString(tasks, "_PyTask"))) goto done;
+    if (!(ctask_type = PyObject_GetAttrString(tasks, "Task"))) goto done;
+    if (!(pytask_step = PyObject_GetAttrString(pytask_type, "_Task__step"))) goto done;
+    if (!(pytask_wakeup = PyObject_GetAttrString(pytask_type, "_Task__wakeup"))) goto done;
+    if (!(file = PyObject_GetAttrString(fut, "__file__"))) goto done;
+    {
+        /* the directory of asyncio/futures.py, with its trailing separator */
+        Py_ssize_t n = PyUnicode_GetLength(file);
+        Py_ssize_t cut = PyUnicode_FindChar(file, '/', 0, n, -1);
+        if (cut < 0) cut = PyUnicode_FindChar(file, '\\', 0, n, -1);
+        if (!(asyncio_dir = PyUnicode_Substring(file, 0, cut + 1))) goto done;
+    }
+    /* last: it doubles as the "imported" flag */
+    if (!(fmt_callback_source = PyObject_GetAttrString(fh, "_format_callback_source"))) goto done;
+    rc = 0;
+done:
+    Py_XDECREF(fh);
+    Py_XDECREF(fut);
+    Py_XDECREF(tasks);
+    Py_XDECREF(asyncio);
+    Py_XDECREF(file);
+    return rc;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need) ncap *= 2;
+    void *p = PyMem_Realloc(*arr, ncap * elem);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+/* A step of the explorer is open: the loop's own accesses are recorded. */
+static inline int recording(LoopCoreObject *self) { return self->ex && self->in_step; }
+
+static int record(LoopCoreObject *self, uint64_t obj, cs_access_kind kind) {
+    return cs_py_check(cs_access_record(self->ex, obj, CS_KEY_WHOLE, kind, 0));
+}
+
+/* ------------------------------------------------------- ready queue */
+
+static int ready_push(LoopCoreObject *self, HandleObject *h) { /* steals */
+    if (self->rlen == self->rcap) {
+        size_t ncap = self->rcap ? self->rcap * 2 : 64;
+        HandleObject **n = PyMem_Malloc(ncap * sizeof *n);
+        if (!n) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < self->rlen; i++)
+            n[i] = self->ready[(self->rhead + i) % (self->rcap ? self->rcap : 1)];
+        PyMem_Free(self->ready);
+        self->ready = n;
+        self->rcap = ncap;
+        self->rhead = 0;
+    }
+    self->ready[(self->rhead + self->rlen) % self->rcap] = h;
+    self->rlen++;
+    return 0;
+}
+
+static inline HandleObject *ready_at(LoopCoreObject *self, size_t i) {
+    return self->ready[(self->rhead + i) % self->rcap];
+}
+
+static HandleObject *ready_pop(LoopCoreObject *self) { /* new reference */
+    HandleObject *h = self->ready[self->rhead];
+    self->rhead = (self->rhead + 1) % self->rcap;
+    self->rlen--;
+    return h;
+}
+
+static HandleObject *ready_remove(LoopCoreObject *self, size_t i) { /* new ref */
+    HandleObject *h = ready_at(self, i);
+    for (size_t k = i; k + 1 < self->rlen; k++)
+        self->ready[(self->rhead + k) % self->rcap] = ready_at(self, k + 1);
+    self->rlen--;
+    return h;
+}
+
+/* ---------------------------------------------------------- timer heap */
+/* heapq's algorithms (Modules/_heapqmodule.c) with TimerHandle.__lt__. */
+
+static void heap_siftdown(HandleObject **a, size_t startpos, size_t pos) {
+    HandleObject *newitem = a[pos];
+    while (pos > startpos) {
+        size_t parentpos = (pos - 1) >> 1;
+        HandleObject *parent = a[parentpos];
+        if (!(newitem->when < parent->when)) break;
+        a[pos] = parent;
+        pos = parentpos;
+    }
+    a[pos] = newitem;
+}
+
+static void heap_siftup(HandleObject **a, size_t n, size_t pos) {
+    size_t startpos = pos, limit = n >> 1;
+    HandleObject *newitem = a[pos];
+    while (pos < limit) {
+        size_t child = 2 * pos + 1;
+        if (child + 1 < n && !(a[child]->when < a[child + 1]->when)) child++;
+        a[pos] = a[child];
+        pos = child;
+    }
+    a[pos] = newitem;
+    heap_siftdown(a, startpos, pos);
+}
+
+static int heap_push(LoopCoreObject *self, HandleObject *h) { /* steals */
+    if (grow((void **)&self->heap, &self->hcap, self->hlen + 1, sizeof *self->heap) < 0)
+        return -1;
+    self->heap[self->hlen++] = h;
+    heap_siftdown(self->heap, 0, self->hlen - 1);
+    return 0;
+}
+
+static HandleObject *heap_pop(LoopCoreObject *self) { /* new reference */
+    HandleObject *last = self->heap[--self->hlen];
+    if (self->hlen == 0) return last;
+    HandleObject *top = self->heap[0];
+    self->heap[0] = last;
+    heap_siftup(self->heap, self->hlen, 0);
+    return top;
+}
+
+/* Removes an arbitrary entry (explorer's choice of a timer). */
+static HandleObject *heap_remove(LoopCoreObject *self, size_t i) {
+    HandleObject *h = self->heap[i];
+    HandleObject *last = self->heap[--self->hlen];
+    if (i < self->hlen) {
+        self->heap[i] = last;
+        heap_siftup(self->heap, self->hlen, i);
+    }
+    return h;
+}
+
+static void heap_heapify(LoopCoreObject *self) {
+    for (size_t i = self->hlen >> 1; i-- > 0;) heap_siftup(self->heap, self->hlen, i);
+}
+
+/* ------------------------------------------------------------ handles */
+
+static PyObject *describe_callback(PyObject *cb) {
+    PyObject *fn = PyMethod_Check(cb) ? PyMethod_GET_FUNCTION(cb) : cb;
+    if (PyFunction_Check(fn)) return Py_NewRef(((PyFunctionObject *)fn)->func_qualname);
+    if (PyCFunction_Check(cb)) {
+        PyObject *s = PyCFunction_GET_SELF(cb);
+        const char *name = ((PyCFunctionObject *)cb)->m_ml->ml_name;
+        if (s && !PyModule_Check(s)) {
+            const char *tn = Py_TYPE(s)->tp_name, *dot = strrchr(tn, '.');
+            return PyUnicode_FromFormat("%s.%s", dot ? dot + 1 : tn, name);
+        }
+        return PyUnicode_FromString(name);
+    }
+    PyObject *q = PyObject_GetAttr(fn, s_qualname);
+    if (q && PyUnicode_Check(q)) return q;
+    Py_XDECREF(q);
+    PyErr_Clear();
+    return PyUnicode_FromString(Py_TYPE(cb)->tp_name);
+}
+
+/* The task whose step `cb` is (borrowed), or NULL. */
+static PyObject *task_of_step(PyObject *cb) {
+    PyTypeObject *tp = Py_TYPE(cb);
+    if (tp == step_wrapper_type) return ((step_wrapper_layout *)cb)->sw_task;
+    if (PyCFunction_Check(cb)) {
+        PyCFunctionObject *f = (PyCFunctionObject *)cb;
+        if (wakeup_ml && f->m_ml == wakeup_ml) return f->m_self;
+        if (!wakeup_ml && f->m_self && strcmp(f->m_ml->ml_name, "task_wakeup") == 0 &&
+            PyObject_TypeCheck(f->m_self, (PyTypeObject *)ctask_type)) {
+            wakeup_ml = f->m_ml;
+            return f->m_self;
+        }
+        return NULL;
+    }
+    if (PyMethod_Check(cb)) {
+        PyObject *fn = PyMethod_GET_FUNCTION(cb);
+        if (fn == pytask_step || fn == pytask_wakeup) return PyMethod_GET_SELF(cb);
+        return NULL;
+    }
+    if (!step_wrapper_type && strcmp(tp->tp_name, "TaskStepMethWrapper") == 0) {
+        PyObject *s = PyObject_GetAttr(cb, s_self);
+        if (!s) {
+            PyErr_Clear();
+            return NULL;
+        }
+        int ok = s == ((step_wrapper_layout *)cb)->sw_task;
+        Py_DECREF(s);
+        if (!ok) return NULL;
+        step_wrapper_type = tp;
+        return ((step_wrapper_layout *)cb)->sw_task;
+    }
+    return NULL;
+}
+
+static int actors_reserve(LoopCoreObject *self, cs_actor a) {
+    size_t need = (size_t)a + 1;
+    if (need <= self->n_actors) return 0;
+    size_t cap = self->n_actors;
+    actor_slot *p = self->actors;
+    if (grow((void **)&p, &cap, need, sizeof *p) < 0) return -1;
+    memset(p + self->n_actors, 0, (cap - self->n_actors) * sizeof *p);
+    self->actors = p;
+    self->n_actors = cap;
+    return 0;
+}
+
+static size_t ptr_hash(void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* A live task's actor from the map, or CS_NO_ACTOR. */
+static cs_actor tmap_find(LoopCoreObject *self, PyObject *task) {
+    if (!self->tmap_cap) return CS_NO_ACTOR;
+    size_t mask = self->tmap_cap - 1;
+    for (size_t j = ptr_hash(task) & mask; self->tmap[j].task; j = (j + 1) & mask) {
+        if (self->tmap[j].task != task) continue;
+        cs_actor a = self->tmap[j].actor;
+        /* the entry is stale if the address now holds another object */
+        PyObject *wr = self->actors[a].ref;
+        if (wr && PyWeakref_Check(wr) && PyWeakref_GET_OBJECT(wr) == task) return a;
+        return CS_NO_ACTOR;
+    }
+    return CS_NO_ACTOR;
+}
+
+static int tmap_put(LoopCoreObject *self, PyObject *task, cs_actor a) {
+    if ((self->tmap_len + 1) * 2 > self->tmap_cap) {
+        size_t ncap = self->tmap_cap ? self->tmap_cap * 2 : 64;
+        task_entry *n = PyMem_Calloc(ncap, sizeof *n);
+        if (!n) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < self->tmap_cap; i++) {
+            if (!self->tmap[i].task) continue;
+            size_t j = ptr_hash(self->tmap[i].task) & (ncap - 1);
+            while (n[j].task) j = (j + 1) & (ncap - 1);
+            n[j] = self->tmap[i];
+        }
+        PyMem_Free(self->tmap);
+        self->tmap = n;
+        self->tmap_cap = ncap;
+    }
+    size_t mask = self->tmap_cap - 1, j = ptr_hash(task) & mask;
+    while (self->tmap[j].task && self->tmap[j].task != task) j = (j + 1) & mask;
+    if (!self->tmap[j].task) self->tmap_len++;
+    self->tmap[j].task = task;
+    self->tmap[j].actor = a;
+    return 0;
+}
+
+static int intern_child(LoopCoreObject *self, cs_actor *out) {
+    uint32_t *counter;
+    if (self->cur_actor == CS_NO_ACTOR) {
+        counter = &self->root_children;
+    } else {
+        if (actors_reserve(self, self->cur_actor) < 0) return -1;
+        counter = &self->actors[self->cur_actor].children;
+    }
+    if (cs_py_check(cs_actor_intern(self->ex, self->cur_actor, *counter, out)) < 0) return -1;
+    (*counter)++;
+    return actors_reserve(self, *out);
+}
+
+static int assign_actor(LoopCoreObject *self, HandleObject *h) {
+    PyObject *task = task_of_step(h->callback);
+    cs_actor a;
+    if (task) {
+        a = tmap_find(self, task);
+        if (a != CS_NO_ACTOR) {
+            h->actor = a;
+            return 0;
+        }
+        if (intern_child(self, &a) < 0) return -1;
+        actor_slot *s = &self->actors[a];
+        PyObject *wr = PyWeakref_NewRef(task, NULL);
+        if (!wr) return -1;
+        Py_XSETREF(s->ref, wr);
+        PyObject *nm = PyObject_CallMethodNoArgs(task, s_get_name);
+        if (!nm) PyErr_Clear();
+        Py_XSETREF(s->name, nm);
+        s->kind = 1;
+        if (tmap_put(self, task, a) < 0) return -1;
+    } else {
+        if (intern_child(self, &a) < 0) return -1;
+        actor_slot *s = &self->actors[a];
+        PyObject *d = describe_callback(h->callback);
+        if (!d) return -1;
+        Py_XSETREF(s->ref, d);
+        Py_CLEAR(s->name);
+        s->kind = 2;
+    }
+    h->actor = a;
+    return 0;
+}
+
+static HandleObject *handle_new(LoopCoreObject *self, PyTypeObject *tp, PyObject *cb,
+                                PyObject *const *args, Py_ssize_t nargs, PyObject *ctx) {
+    PyObject *targs;
+    if (nargs == 0) {
+        targs = Py_NewRef(empty_tuple);
+    } else {
+        if (!(targs = PyTuple_New(nargs))) return NULL;
+        for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(targs, i, Py_NewRef(args[i]));
+    }
+    if (ctx == NULL || ctx == Py_None) {
+        ctx = PyContext_CopyCurrent();
+        if (!ctx) {
+            Py_DECREF(targs);
+            return NULL;
+        }
+    } else if (!PyContext_CheckExact(ctx)) {
+        PyErr_Format(PyExc_TypeError, "context must be a contextvars.Context, not %.80s",
+                     Py_TYPE(ctx)->tp_name);
+        Py_DECREF(targs);
+        return NULL;
+    } else {
+        Py_INCREF(ctx);
+    }
+    HandleObject *h = PyObject_GC_New(HandleObject, tp);
+    if (!h) {
+        Py_DECREF(targs);
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    h->callback = Py_NewRef(cb);
+    h->args = targs;
+    h->context = ctx;
+    h->loop = (LoopCoreObject *)Py_NewRef((PyObject *)self);
+    h->source_traceback = NULL;
+    h->repr = NULL;
+    h->weakreflist = NULL;
+    h->when = 0.0;
+    h->seq = self->seq++;
+    h->scheduled_by = self->ex ? self->cur_event : -1;
+    h->actor = CS_NO_ACTOR;
+    h->cancelled = h->scheduled = h->after_all = 0;
+    h->is_timer = tp == &TimerHandleType;
+    PyObject_GC_Track(h);
+    if (self->debug) {
+        PyObject *frame = (PyObject *)PyEval_GetFrame();
+        h->source_traceback = PyObject_CallOneArg(extract_stack, frame ? frame : Py_None);
+        if (!h->source_traceback) goto fail;
+    }
+    if (self->ex && assign_actor(self, h) < 0) goto fail;
+    return h;
+fail:
+    Py_DECREF(h);
+    return NULL;
+}
+
+static int handle_traverse(HandleObject *h, visitproc visit, void *arg) {
+    Py_VISIT(h->callback);
+    Py_VISIT(h->args);
+    Py_VISIT(h->context);
+    Py_VISIT((PyObject *)h->loop);
+    Py_VISIT(h->source_traceback);
+    Py_VISIT(h->repr);
+    return 0;
+}
+
+static int handle_clear(HandleObject *h) {
+    Py_CLEAR(h->callback);
+    Py_CLEAR(h->args);
+    Py_CLEAR(h->context);
+    Py_CLEAR(h->loop);
+    Py_CLEAR(h->source_traceback);
+    Py_CLEAR(h->repr);
+    return 0;
+}
+
+static void handle_dealloc(HandleObject *h) {
+    PyObject_GC_UnTrack(h);
+    if (h->weakreflist) PyObject_ClearWeakRefs((PyObject *)h);
+    handle_clear(h);
+    PyObject_GC_Del(h);
+}
+
+static PyObject *handle_cancel(HandleObject *h, PyObject *unused) {
+    if (h->cancelled) Py_RETURN_NONE;
+    LoopCoreObject *loop = h->loop;
+    if (h->is_timer && h->scheduled && loop) loop->timer_cancelled_count++;
+    h->cancelled = 1;
+    if (loop && recording(loop) && record(loop, HANDLE_TAG | h->seq, CS_WRITE) < 0) return NULL;
+    if (loop && loop->debug) {
+        PyObject *r = PyObject_Repr((PyObject *)h);
+        if (!r) return NULL;
+        Py_XSETREF(h->repr, r);
+    }
+    Py_CLEAR(h->callback);
+    Py_CLEAR(h->args);
+    Py_RETURN_NONE;
+}
+
+static PyObject *handle_cancelled(HandleObject *h, PyObject *unused) {
+    return PyBool_FromLong(h->cancelled);
+}
+
+static PyObject *handle_get_context(HandleObject *h, PyObject *unused) {
+    return Py_NewRef(h->context ? h->context : Py_None);
+}
+
+static PyObject *handle_when(HandleObject *h, PyObject *unused) {
+    return PyFloat_FromDouble(h->when);
+}
+
+static PyObject *handle_repr(HandleObject *h) {
+    if (h->repr) return Py_NewRef(h->repr);
+    PyObject *parts = PyList_New(0), *s = NULL, *sep = NULL, *joined = NULL;
+    if (!parts) return NULL;
+    const char *tn = Py_TYPE(h)->tp_name, *dot = strrchr(tn, '.');
+#define ADD(expr)                                                          \
+    do {                                                                   \
+        if (!(s = (expr)) || PyList_Append(parts, s) < 0) goto done;       \
+        Py_CLEAR(s);                                                       \
+    } while (0)
+    ADD(PyUnicode_FromString(dot ? dot + 1 : tn));
+    if (h->cancelled) ADD(PyUnicode_FromString("cancelled"));
+    if (h->is_timer) {
+        PyObject *w = PyFloat_FromDouble(h->when);
+        if (!w) goto done;
+        ADD(PyUnicode_FromFormat("when=%S", w));
+        Py_DECREF(w);
+    }
+    if (h->callback)
+        ADD(PyObject_CallFunctionObjArgs(fmt_callback_source, h->callback,
+                                         h->args ? h->args : empty_tuple, NULL));
+    if (h->source_traceback && PyList_Check(h->source_traceback) &&
+        PyList_GET_SIZE(h->source_traceback) > 0) {
+        PyObject *fr = PyList_GET_ITEM(h->source_traceback,
+                                       PyList_GET_SIZE(h->source_traceback) - 1);
+        PyObject *file = PySequence_GetItem(fr, 0), *line = file ? PySequence_GetItem(fr, 1) : NULL;
+        if (!line) {
+            Py_XDECREF(file);
+            goto done;
+        }
+        s = PyUnicode_FromFormat("created at %S:%S", file, line);
+        Py_DECREF(file);
+        Py_DECREF(line);
+        if (!s || PyList_Append(parts, s) < 0) goto done;
+        Py_CLEAR(s);
+    }
+#undef ADD
+    if (!(sep = PyUnicode_FromString(" "))) goto done;
+    if (!(s = PyUnicode_Join(sep, parts))) goto done;
+    joined = PyUnicode_FromFormat("<%U>", s);
+done:
+    Py_XDECREF(s);
+    Py_XDECREF(sep);
+    Py_DECREF(parts);
+    return joined;
+}
+
+/* Runs one handle as stock Handle._run does.  Returns -1 only for an
+ * exception that must leave the loop (SystemExit, KeyboardInterrupt, or a
+ * failure of the exception handler itself). */
+static int run_handle(LoopCoreObject *self, HandleObject *h) {
+    PyObject *cb = h->callback, *args = h->args, *ctx = h->context;
+    Py_INCREF(cb);
+    Py_INCREF(args);
+    Py_INCREF(ctx);
+    PyObject *res = NULL;
+    if (self->debug) Py_XSETREF(self->current_handle, Py_NewRef((PyObject *)h));
+    if (PyContext_Enter(ctx) == 0) {
+        res = PyObject_Vectorcall(cb, &PyTuple_GET_ITEM(args, 0),
+                                  (size_t)PyTuple_GET_SIZE(args), NULL);
+        if (PyContext_Exit(ctx) < 0) Py_CLEAR(res);
+    }
+    if (self->debug) Py_CLEAR(self->current_handle);
+    int rc = 0;
+    if (res) {
+        Py_DECREF(res);
+        goto out;
+    }
+    if (PyErr_ExceptionMatches(PyExc_SystemExit) ||
+        PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+        rc = -1;
+        goto out;
+    }
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    if (tb) PyException_SetTraceback(ev, tb);
+    Py_XDECREF(et);
+    Py_XDECREF(tb);
+    PyObject *src = NULL, *msg = NULL, *context = NULL, *r = NULL;
+    rc = -1;
+    if (!(src = PyObject_CallFunctionObjArgs(fmt_callback_source, cb, args, NULL))) goto fail;
+    if (!(msg = PyUnicode_FromFormat("Exception in callback %U", src))) goto fail;
+    if (!(context = PyDict_New())) goto fail;
+    if (PyDict_SetItem(context, s_message, msg) < 0 ||
+        PyDict_SetItem(context, s_exception, ev) < 0 ||
+        PyDict_SetItem(context, s_handle, (PyObject *)h) < 0)
+        goto fail;
+    if (h->source_traceback && PyObject_IsTrue(h->source_traceback) == 1 &&
+        PyDict_SetItem(context, s_source_traceback, h->source_traceback) < 0)
+        goto fail;
+    r = PyObject_CallMethodOneArg((PyObject *)self, s_call_exception_handler, context);
+    if (r) rc = 0;
+fail:
+    Py_XDECREF(r);
+    Py_XDECREF(src);
+    Py_XDECREF(msg);
+    Py_XDECREF(context);
+    Py_XDECREF(ev);
+out:
+    Py_DECREF(cb);
+    Py_DECREF(args);
+    Py_DECREF(ctx);
+    return rc;
+}
+
+static PyObject *handle_run(HandleObject *h, PyObject *unused) {
+    if (h->cancelled || !h->loop) Py_RETURN_NONE;
+    if (run_handle(h->loop, h) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static Py_hash_t timer_hash(HandleObject *h) {
+    PyObject *w = PyFloat_FromDouble(h->when);
+    if (!w) return -1;
+    Py_hash_t x = PyObject_Hash(w);
+    Py_DECREF(w);
+    return x;
+}
+
+static PyObject *timer_richcompare(PyObject *a, PyObject *b, int op) {
+    if (!PyObject_TypeCheck(b, &TimerHandleType)) Py_RETURN_NOTIMPLEMENTED;
+    HandleObject *x = (HandleObject *)a, *y = (HandleObject *)b;
+    int eq = -1;
+    if (op == Py_EQ || op == Py_NE || op == Py_LE || op == Py_GE) {
+        eq = x->when == y->when && x->cancelled == y->cancelled;
+        if (eq) {
+            PyObject *cx = x->callback ? x->callback : Py_None;
+            PyObject *cy = y->callback ? y->callback : Py_None;
+            PyObject *ax = x->args ? x->args : Py_None, *ay = y->args ? y->args : Py_None;
+            int c = PyObject_RichCompareBool(cx, cy, Py_EQ);
+            if (c < 0) return NULL;
+            if (c) c = PyObject_RichCompareBool(ax, ay, Py_EQ);
+            if (c < 0) return NULL;
+            eq = c;
+        }
+    }
+    switch (op) {
+    case Py_LT: return PyBool_FromLong(x->when < y->when);
+    case Py_GT: return PyBool_FromLong(x->when > y->when);
+    case Py_LE: return PyBool_FromLong(x->when < y->when || eq);
+    case Py_GE: return PyBool_FromLong(x->when > y->when || eq);
+    case Py_EQ: return PyBool_FromLong(eq);
+    case Py_NE: return PyBool_FromLong(!eq);
+    }
+    Py_RETURN_NOTIMPLEMENTED;
+}
+
+static PyObject *handle_get_callback(HandleObject *h, void *c) {
+    return Py_NewRef(h->callback ? h->callback : Py_None);
+}
+static PyObject *handle_get_args(HandleObject *h, void *c) {
+    return Py_NewRef(h->args ? h->args : Py_None);
+}
+static PyObject *handle_get_loop(HandleObject *h, void *c) {
+    return Py_NewRef(h->loop ? (PyObject *)h->loop : Py_None);
+}
+static PyObject *handle_get_cancelled(HandleObject *h, void *c) {
+    return PyBool_FromLong(h->cancelled);
+}
+static PyObject *handle_get_stb(HandleObject *h, void *c) {
+    return Py_NewRef(h->source_traceback ? h->source_traceback : Py_None);
+}
+static PyObject *handle_get_scheduled(HandleObject *h, void *c) {
+    return PyBool_FromLong(h->scheduled);
+}
+static PyObject *handle_get_when(HandleObject *h, void *c) { return PyFloat_FromDouble(h->when); }
+static PyObject *handle_get_actor(HandleObject *h, void *c) {
+    if (h->actor == CS_NO_ACTOR) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLong(h->actor);
+}
+static PyObject *handle_get_scheduled_by(HandleObject *h, void *c) {
+    return PyLong_FromLongLong(h->after_all ? CS_AFTER_ALL : h->scheduled_by);
+}
+
+static PyGetSetDef handle_getset[] = {
+    {"_callback", (getter)handle_get_callback, NULL, NULL, NULL},
+    {"_args", (getter)handle_get_args, NULL, NULL, NULL},
+    {"_context", (getter)handle_get_context, NULL, NULL, NULL},
+    {"_loop", (getter)handle_get_loop, NULL, NULL, NULL},
+    {"_cancelled", (getter)handle_get_cancelled, NULL, NULL, NULL},
+    {"_source_traceback", (getter)handle_get_stb, NULL, NULL, NULL},
+    {"_cs_actor", (getter)handle_get_actor, NULL, "actor id of this handle's step, or None",
+     NULL},
+    {"_cs_scheduled_by", (getter)handle_get_scheduled_by, NULL,
+     "event index of the step that scheduled it (-1 outside steps, -2 after all)", NULL},
+    {NULL},
+};
+
+static PyGetSetDef timer_getset[] = {
+    {"_when", (getter)handle_get_when, NULL, NULL, NULL},
+    {"_scheduled", (getter)handle_get_scheduled, NULL, NULL, NULL},
+    {NULL},
+};
+
+static PyMethodDef handle_methods[] = {
+    {"cancel", (PyCFunction)handle_cancel, METH_NOARGS, "Cancel the call (idempotent)."},
+    {"cancelled", (PyCFunction)handle_cancelled, METH_NOARGS, "True if cancelled."},
+    {"get_context", (PyCFunction)handle_get_context, METH_NOARGS,
+     "The contextvars.Context the callback runs in."},
+    {"_run", (PyCFunction)handle_run, METH_NOARGS, "Run the callback now (as Handle._run)."},
+    {NULL},
+};
+
+static PyMethodDef timer_methods[] = {
+    {"when", (PyCFunction)handle_when, METH_NOARGS, "The scheduled time, in loop.time() units."},
+    {NULL},
+};
+
+static PyTypeObject HandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.Handle",
+    .tp_basicsize = sizeof(HandleObject),
+    .tp_dealloc = (destructor)handle_dealloc,
+    .tp_repr = (reprfunc)handle_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A callback scheduled on a ControlledLoop (behaves like asyncio.Handle).",
+    .tp_traverse = (traverseproc)handle_traverse,
+    .tp_clear = (inquiry)handle_clear,
+    .tp_weaklistoffset = offsetof(HandleObject, weakreflist),
+    .tp_methods = handle_methods,
+    .tp_getset = handle_getset,
+};
+
+static PyTypeObject TimerHandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.TimerHandle",
+    .tp_basicsize = sizeof(HandleObject),
+    .tp_dealloc = (destructor)handle_dealloc,
+    .tp_repr = (reprfunc)handle_repr,
+    .tp_hash = (hashfunc)timer_hash,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A timed callback on a ControlledLoop (behaves like asyncio.TimerHandle).",
+    .tp_traverse = (traverseproc)handle_traverse,
+    .tp_clear = (inquiry)handle_clear,
+    .tp_richcompare = timer_richcompare,
+    .tp_weaklistoffset = offsetof(HandleObject, weakreflist),
+    .tp_methods = timer_methods,
+    .tp_getset = timer_getset,
+    .tp_base = &HandleType,
+};
+
+/* ------------------------------------------------------------ LoopCore */
+
+static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    if (import_asyncio() < 0) return NULL;
+    LoopCoreObject *self = (LoopCoreObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->owner_thread = PyThread_get_thread_ident();
+    self->cur_actor = CS_NO_ACTOR;
+    self->cur_event = -1;
+    return (PyObject *)self;
+}
+
+static void clear_execution(LoopCoreObject *self) {
+    for (size_t i = 0; i < self->n_actors; i++) {
+        Py_CLEAR(self->actors[i].ref);
+        Py_CLEAR(self->actors[i].name);
+        self->actors[i].children = 0;
+        self->actors[i].kind = 0;
+    }
+    for (size_t i = 0; i < self->n_events; i++) Py_CLEAR(self->site_code[i]);
+    self->n_events = 0;
+    self->root_children = 0;
+    if (self->tmap) memset(self->tmap, 0, self->tmap_cap * sizeof *self->tmap);
+    self->tmap_len = 0;
+    Py_CLEAR(self->div_enabled);
+}
+
+/* Releases every queued handle (close(), dealloc).  Handles are detached
+ * from the queues first: releasing one may run code that schedules more. */
+static void clear_queues(LoopCoreObject *self) {
+    while (self->rlen || self->hlen) {
+        HandleObject **r = self->ready, **hp = self->heap;
+        size_t rhead = self->rhead, rlen = self->rlen, rcap = self->rcap, hlen = self->hlen;
+        self->ready = NULL;
+        self->rhead = self->rlen = self->rcap = 0;
+        self->heap = NULL;
+        self->hlen = self->hcap = 0;
+        self->timer_cancelled_count = 0;
+        for (size_t i = 0; i < hlen; i++) hp[i]->scheduled = 0;
+        for (size_t i = 0; i < rlen; i++) Py_DECREF(r[(rhead + i) % rcap]);
+        for (size_t i = 0; i < hlen; i++) Py_DECREF(hp[i]);
+        PyMem_Free(r);
+        PyMem_Free(hp);
+    }
+    self->in_iteration = 0;
+}
+
+static int loop_traverse(LoopCoreObject *self, visitproc visit, void *arg) {
+    for (size_t i = 0; i < self->rlen; i++) Py_VISIT((PyObject *)ready_at(self, i));
+    for (size_t i = 0; i < self->hlen; i++) Py_VISIT((PyObject *)self->heap[i]);
+    Py_VISIT(self->future_class);
+    Py_VISIT(self->task_class);
+    Py_VISIT(self->current_handle);
+    Py_VISIT(self->explorer_obj);
+    for (size_t i = 0; i < self->n_actors; i++) {
+        Py_VISIT(self->actors[i].ref);
+        Py_VISIT(self->actors[i].name);
+    }
+    Py_VISIT(self->div_enabled);
+    return 0;
+}
+
+static int loop_clear(LoopCoreObject *self) {
+    clear_queues(self);
+    Py_CLEAR(self->future_class);
+    Py_CLEAR(self->task_class);
+    Py_CLEAR(self->current_handle);
+    if (self->ex && cs_hooks_get_explorer() == self->ex) cs_hooks_set_explorer(NULL);
+    self->ex = NULL;
+    Py_CLEAR(self->explorer_obj);
+    clear_execution(self);
+    return 0;
+}
+
+static void loop_dealloc(LoopCoreObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    loop_clear(self);
+    PyMem_Free(self->ready);
+    PyMem_Free(self->heap);
+    PyMem_Free(self->actors);
+    PyMem_Free(self->tmap);
+    PyMem_Free(self->choices);
+    PyMem_Free(self->site_code);
+    PyMem_Free(self->site_line);
+    PyMem_Free(self->en_actor);
+    PyMem_Free(self->en_ref);
+    PyMem_Free(self->stamp);
+    tp->tp_free((PyObject *)self);
+}
+
+static int check_open(LoopCoreObject *self) {
+    if (!self->closed) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+    return -1;
+}
+
+static int debug_checks(LoopCoreObject *self, PyObject *cb, const char *method) {
+    PyObject *r = PyObject_CallMethodNoArgs((PyObject *)self, s_check_thread);
+    if (!r) return -1;
+    Py_DECREF(r);
+    PyObject *m = PyUnicode_FromString(method);
+    if (!m) return -1;
+    r = PyObject_CallMethodObjArgs((PyObject *)self, s_check_callback, cb, m, NULL);
+    Py_DECREF(m);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Parses (callback, *args, context=None) after `skip` leading arguments. */
+static int parse_cb(const char *name, PyObject *const *args, Py_ssize_t nargs,
+                    PyObject *kwnames, Py_ssize_t skip, PyObject **ctx) {
+    *ctx = NULL;
+    if (kwnames) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nk; i++) {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+            if (!PyUnicode_Check(k) || PyUnicode_CompareWithASCIIString(k, "context") != 0) {
+                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%S'",
+                             name, k);
+                return -1;
+            }
+            *ctx = args[nargs + i];
+        }
+    }
+    if (nargs < skip + 1) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument%s", name,
+                     skip ? "s" : " 'callback'");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *schedule_soon(LoopCoreObject *self, const char *name, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *ctx;
+    if (parse_cb(name, args, nargs, kwnames, 0, &ctx) < 0) return NULL;
+    if (check_open(self) < 0) return NULL;
+    if (self->debug && debug_checks(self, args[0], name) < 0) return NULL;
+    HandleObject *h = handle_new(self, &HandleType, args[0], args + 1, nargs - 1, ctx);
+    if (!h) return NULL;
+    if (ready_push(self, (HandleObject *)Py_NewRef((PyObject *)h)) < 0) {
+        Py_DECREF(h);
+        Py_DECREF(h);
+        return NULL;
+    }
+    return (PyObject *)h;
+}
+
+static PyObject *loop_call_soon(LoopCoreObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames) {
+    return schedule_soon(self, "call_soon", args, nargs, kwnames);
+}
+
+static PyObject *loop_call_soon_threadsafe(LoopCoreObject *self, PyObject *const *args,
+                                           Py_ssize_t nargs, PyObject *kwnames) {
+    if (PyThread_get_thread_ident() != self->owner_thread) {
+        /* Python side raises NondeterminismError and keeps the message for
+         * the loop thread; the dispatch loop stops at its next step. */
+        self->foreign = 1;
+        PyObject *cb = nargs > 0 ? args[0] : Py_None;
+        PyObject *r = PyObject_CallMethodOneArg((PyObject *)self, s_foreign_call, cb);
+        Py_XDECREF(r);
+        return NULL;
+    }
+    return schedule_soon(self, "call_soon_threadsafe", args, nargs, kwnames);
+}
+
+static PyObject *schedule_at(LoopCoreObject *self, double when, const char *name,
+                             PyObject *const *args, Py_ssize_t nargs, PyObject *ctx) {
+    if (check_open(self) < 0) return NULL;
+    if (self->debug && debug_checks(self, args[0], name) < 0) return NULL;
+    HandleObject *h = handle_new(self, &TimerHandleType, args[0], args + 1, nargs - 1, ctx);
+    if (!h) return NULL;
+    h->when = when;
+    if (heap_push(self, (HandleObject *)Py_NewRef((PyObject *)h)) < 0) {
+        Py_DECREF(h);
+        Py_DECREF(h);
+        return NULL;
+    }
+    h->scheduled = 1;
+    return (PyObject *)h;
+}
+
+static PyObject *loop_call_at(LoopCoreObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames) {
+    PyObject *ctx;
+    if (parse_cb("call_at", args, nargs, kwnames, 1, &ctx) < 0) return NULL;
+    if (args[0] == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "when cannot be None");
+        return NULL;
+    }
+    double when = PyFloat_AsDouble(args[0]);
+    if (when == -1.0 && PyErr_Occurred()) return NULL;
+    return schedule_at(self, when, "call_at", args + 1, nargs - 1, ctx);
+}
+
+static PyObject *loop_call_later(LoopCoreObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames) {
+    PyObject *ctx;
+    if (parse_cb("call_later", args, nargs, kwnames, 1, &ctx) < 0) return NULL;
+    if (args[0] == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "delay must not be None");
+        return NULL;
+    }
+    double delay = PyFloat_AsDouble(args[0]);
+    if (delay == -1.0 && PyErr_Occurred()) return NULL;
+    if (recording(self) && record(self, CLOCK_OBJECT, CS_READ) < 0) return NULL;
+    return schedule_at(self, self->now + delay, "call_at", args + 1, nargs - 1, ctx);
+}
+
+static PyObject *loop_time(LoopCoreObject *self, PyObject *unused) {
+    if (recording(self) && record(self, CLOCK_OBJECT, CS_READ) < 0) return NULL;
+    return PyFloat_FromDouble(self->now);
+}
+
+static PyObject *loop_get_debug(LoopCoreObject *self, PyObject *unused) {
+    return PyBool_FromLong(self->debug);
+}
+
+static PyObject *loop_create_future(LoopCoreObject *self, PyObject *unused) {
+    PyObject *cls = self->future_class && self->future_class != Py_None ? self->future_class
+                                                                         : future_type;
+    static PyObject *kwnames;
+    if (!kwnames && !(kwnames = Py_BuildValue("(O)", s_loop))) return NULL;
+    PyObject *argv[1] = {(PyObject *)self};
+    return PyObject_Vectorcall(cls, argv, 0, kwnames);
+}
+
+static PyObject *loop_timer_handle_cancelled(LoopCoreObject *self, PyObject *handle) {
+    int scheduled;
+    if (PyObject_TypeCheck(handle, &HandleType)) {
+        scheduled = ((HandleObject *)handle)->scheduled;
+    } else {
+        PyObject *v = PyObject_GetAttrString(handle, "_scheduled");
+        if (!v) return NULL;
+        scheduled = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if (scheduled < 0) return NULL;
+    }
+    if (scheduled) self->timer_cancelled_count++;
+    Py_RETURN_NONE;
+}
+
+/* --------------------------------------------------------- dispatch */
+
+/* Stock _run_once's prologue: drop cancelled timers from the heap. */
+static int heap_cleanup(LoopCoreObject *self) {
+    size_t n = self->hlen;
+    if (n > MIN_SCHEDULED_TIMER_HANDLES &&
+        (double)self->timer_cancelled_count / (double)n > MIN_CANCELLED_TIMER_HANDLES_FRACTION) {
+        HandleObject **dead = PyMem_Malloc(n * sizeof *dead);
+        if (!dead) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        size_t j = 0, nd = 0;
+        for (size_t i = 0; i < n; i++) {
+            HandleObject *h = self->heap[i];
+            if (h->cancelled) {
+                h->scheduled = 0;
+                dead[nd++] = h;
+            } else {
+                self->heap[j++] = h;
+            }
+        }
+        self->hlen = j;
+        heap_heapify(self);
+        self->timer_cancelled_count = 0;
+        for (size_t i = 0; i < nd; i++) Py_DECREF(dead[i]);
+        PyMem_Free(dead);
+    } else {
+        while (self->hlen && self->heap[0]->cancelled) {
+            self->timer_cancelled_count--;
+            HandleObject *h = heap_pop(self);
+            h->scheduled = 0;
+            Py_DECREF(h);
+        }
+    }
+    return 0;
+}
+
+/* An iteration's boundary: cleanup, advance the virtual clock if nothing is
+ * ready, move the due timers to the ready queue. */
+static int boundary(LoopCoreObject *self) {
+    if (heap_cleanup(self) < 0) return -1;
+    int advanced = 0;
+    if (self->rlen == 0 && !self->stopping && self->hlen && self->heap[0]->when > self->now) {
+        self->now = self->heap[0]->when;
+        self->clock_dirty = 1;
+        advanced = 1;
+    }
+    while (self->hlen && self->heap[0]->when <= self->now) {
+        HandleObject *h = heap_pop(self);
+        h->scheduled = 0;
+        /* strict: a timer reached only by advancing the clock runs after
+         * every step so far (relaxed: it could have fired earlier) */
+        if (advanced && !self->relaxed) h->after_all = 1;
+        if (ready_push(self, h) < 0) {
+            Py_DECREF(h);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int budget_error(LoopCoreObject *self) {
+    PyErr_Format(cs_BudgetError, "step budget exhausted after %llu steps",
+                 (unsigned long long)self->steps);
+    return -1;
+}
+
+static int run_fifo(LoopCoreObject *self) {
+    for (;;) {
+        if (boundary(self) < 0) return -1;
+        if (self->rlen == 0) {
+            if (self->stopping) return RUN_STOPPED;
+            if (self->hlen == 0) return self->foreign ? RUN_FOREIGN : RUN_IDLE;
+        }
+        size_t ntodo = self->rlen;
+        for (size_t i = 0; i < ntodo; i++) {
+            HandleObject *h = ready_pop(self);
+            if (h->cancelled) {
+                Py_DECREF(h);
+                continue;
+            }
+            if (self->max_steps && self->steps >= self->max_steps) {
+                /* put it back: the loop stays consistent and closable */
+                self->rhead = (self->rhead + self->rcap - 1) % self->rcap;
+                self->ready[self->rhead] = h;
+                self->rlen++;
+                return budget_error(self);
+            }
+            self->steps++;
+            int rc = run_handle(self, h);
+            Py_DECREF(h);
+            if (rc < 0) return -1;
+            if (self->foreign) return RUN_FOREIGN;
+        }
+        if (self->stopping) return RUN_STOPPED;
+    }
+}
+
+static int ensure_event(LoopCoreObject *self, size_t ev) {
+    if (ev < self->n_events) return 0;
+    size_t need = ev + 1, c1 = self->cap_events, c2 = self->cap_events, c3 = self->cap_events;
+    if (grow((void **)&self->choices, &c1, need, sizeof *self->choices) < 0) return -1;
+    if (grow((void **)&self->site_code, &c2, need, sizeof *self->site_code) < 0) return -1;
+    if (grow((void **)&self->site_line, &c3, need, sizeof *self->site_line) < 0) return -1;
+    self->cap_events = c1;
+    for (size_t i = self->n_events; i < need; i++) {
+        self->choices[i] = 0;
+        self->site_code[i] = NULL;
+        self->site_line[i] = 0;
+    }
+    self->n_events = need;
+    return 0;
+}
+
+static int is_asyncio_code(PyCodeObject *code) {
+    Py_ssize_t n = PyUnicode_GetLength(asyncio_dir);
+    return PyUnicode_Tailmatch(code->co_filename, asyncio_dir, 0, n, -1) == 1;
+}
+
+/* Where `task` is suspended: the innermost frame of its await chain that is
+ * not asyncio's own code (else the innermost).  Stores a code object and a
+ * line; leaves them NULL/0 if the task is done.  Never raises. */
+static void await_site(PyObject *task, PyObject **code_out, int *line_out) {
+    *code_out = NULL;
+    *line_out = 0;
+    PyObject *obj = PyObject_GetAttr(task, s_coro);
+    PyCodeObject *best = NULL, *inner = NULL;
+    int best_line = 0, inner_line = 0;
+    for (int depth = 0; obj && depth < 64; depth++) {
+        int coro = PyCoro_CheckExact(obj);
+        if (!coro && !PyGen_Check(obj)) break;
+        PyObject *fr = PyObject_GetAttr(obj, coro ? s_cr_frame : s_gi_frame);
+        if (!fr || !PyFrame_Check(fr)) {
+            Py_XDECREF(fr);
+            break;
+        }
+        PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)fr);
+        int line = PyFrame_GetLineNumber((PyFrameObject *)fr);
+        Py_DECREF(fr);
+        Py_XSETREF(inner, code);
+        inner_line = line;
+        if (!is_asyncio_code(code)) {
+            Py_XSETREF(best, (PyCodeObject *)Py_NewRef((PyObject *)code));
+            best_line = line;
+        }
+        PyObject *next = PyObject_GetAttr(obj, coro ? s_cr_await : s_gi_yieldfrom);
+        Py_SETREF(obj, next);
+    }
+    Py_XDECREF(obj);
+    PyErr_Clear();
+    if (best) {
+        *code_out = (PyObject *)best;
+        *line_out = best_line;
+        Py_XDECREF(inner);
+    } else if (inner) {
+        *code_out = (PyObject *)inner;
+        *line_out = inner_line;
+    }
+}
+
+static int stamp_reserve(LoopCoreObject *self, cs_actor a) {
+    size_t old = self->stamp_cap;
+    if (grow((void **)&self->stamp, &self->stamp_cap, (size_t)a + 1, sizeof *self->stamp) < 0)
+        return -1;
+    if (self->stamp_cap > old) memset(self->stamp + old, 0, (self->stamp_cap - old) * sizeof *self->stamp);
+    return 0;
+}
+
+static int en_add(LoopCoreObject *self, size_t *n, cs_actor a, Py_ssize_t ref) {
+    if (stamp_reserve(self, a) < 0) return -1;
+    if (self->stamp[a] == self->stamp_gen) return 0; /* actor already listed */
+    self->stamp[a] = self->stamp_gen;
+    size_t c1 = self->en_cap, c2 = self->en_cap;
+    if (grow((void **)&self->en_actor, &c1, *n + 1, sizeof *self->en_actor) < 0) return -1;
+    if (grow((void **)&self->en_ref, &c2, *n + 1, sizeof *self->en_ref) < 0) return -1;
+    self->en_cap = c1;
+    self->en_actor[*n] = a;
+    self->en_ref[*n] = ref;
+    (*n)++;
+    return 0;
+}
+
+static HandleObject **timer_sort_heap; /* qsort context (single-threaded under the GIL) */
+static int timer_cmp(const void *pa, const void *pb) {
+    const HandleObject *a = timer_sort_heap[*(const Py_ssize_t *)pa];
+    const HandleObject *b = timer_sort_heap[*(const Py_ssize_t *)pb];
+    if (a->when != b->when) return a->when < b->when ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Drops cancelled handles from the ready queue (stock skips them). */
+static int purge_cancelled(LoopCoreObject *self) {
+    size_t n = self->rlen, nd = 0;
+    for (size_t i = 0; i < n; i++) nd += ready_at(self, i)->cancelled;
+    if (!nd) return 0;
+    HandleObject **dead = PyMem_Malloc(nd * sizeof *dead);
+    if (!dead) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t j = 0, k = 0, batch = self->batch_left;
+    for (size_t i = 0; i < n; i++) {
+        HandleObject *h = ready_at(self, i);
+        if (h->cancelled) {
+            if (i < batch) self->batch_left--;
+            dead[k++] = h;
+        } else {
+            self->ready[(self->rhead + j++) % self->rcap] = h; /* j <= i */
+        }
+    }
+    self->rlen = j;
+    for (k = 0; k < nd; k++) Py_DECREF(dead[k]);
+    PyMem_Free(dead);
+    return 0;
+}
+
+static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice) {
+    cs_explorer *ex = self->ex;
+    size_t ev = cs_trace_length(ex);
+    int64_t by = h->after_all ? CS_AFTER_ALL : h->scheduled_by;
+    if (by >= (int64_t)ev) by = CS_SCHEDULED_BY_NONE;
+    if (ensure_event(self, ev) < 0) return -1;
+    self->choices[ev] = choice;
+    Py_CLEAR(self->site_code[ev]);
+    if (cs_py_check(cs_step_begin(ex, h->actor, by)) < 0) return -1;
+    self->cur_actor = h->actor;
+    self->cur_event = (int64_t)ev;
+    self->in_step = 1;
+    self->steps++;
+    PyObject *task = NULL;
+    int rc = 0;
+    if (self->clock_dirty) {
+        self->clock_dirty = 0;
+        rc = record(self, CLOCK_OBJECT, CS_WRITE);
+    }
+    if (rc == 0) rc = record(self, HANDLE_TAG | h->seq, CS_READ);
+    if (rc == 0) {
+        task = task_of_step(h->callback);
+        Py_XINCREF(task);
+        rc = run_handle(self, h);
+    }
+    if (task) {
+        if (rc == 0) await_site(task, &self->site_code[ev], &self->site_line[ev]);
+        Py_DECREF(task);
+    }
+    self->in_step = 0;
+    self->cur_actor = CS_NO_ACTOR;
+    self->cur_event = -1;
+    int st = cs_step_end(ex);
+    if (rc < 0) return -1;
+    return cs_py_check(st);
+}
+
+static int run_explorer(LoopCoreObject *self) {
+    for (;;) {
+        if (!self->in_iteration) {
+            if (boundary(self) < 0) return -1;
+            if (self->rlen == 0) {
+                if (self->stopping) return RUN_STOPPED;
+                if (self->hlen == 0) return self->foreign ? RUN_FOREIGN : RUN_IDLE;
+            }
+            self->in_iteration = 1;
+            self->batch_left = self->rlen;
+        }
+        if (purge_cancelled(self) < 0) return -1;
+        if (self->batch_left == 0) {
+            self->in_iteration = 0;
+            if (self->stopping) return RUN_STOPPED;
+            continue;
+        }
+        size_t n = 0;
+        if (++self->stamp_gen == 0) {
+            memset(self->stamp, 0, self->stamp_cap * sizeof *self->stamp);
+            self->stamp_gen = 1;
+        }
+        for (size_t i = 0; i < self->rlen; i++)
+            if (en_add(self, &n, ready_at(self, i)->actor, (Py_ssize_t)i) < 0) return -1;
+        if (self->hlen) {
+            Py_ssize_t *idx = PyMem_Malloc(self->hlen * sizeof *idx);
+            if (!idx) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            size_t m = 0;
+            for (size_t i = 0; i < self->hlen; i++) {
+                HandleObject *t = self->heap[i];
+                if (!t->cancelled && (self->relaxed || t->when <= self->now))
+                    idx[m++] = (Py_ssize_t)i;
+            }
+            timer_sort_heap = self->heap;
+            qsort(idx, m, sizeof *idx, timer_cmp);
+            int rc = 0;
+            for (size_t k = 0; k < m && rc == 0; k++)
+                rc = en_add(self, &n, self->heap[idx[k]]->actor, -idx[k] - 1);
+            PyMem_Free(idx);
+            if (rc < 0) return -1;
+        }
+        size_t pick = 0;
+        int st = cs_choose(self->ex, self->en_actor, n, &pick);
+        if (st == CS_EDIVERGED) {
+            PyObject *lst = PyList_New((Py_ssize_t)n);
+            if (!lst) return -1;
+            for (size_t i = 0; i < n; i++) {
+                PyObject *a = PyLong_FromUnsignedLong(self->en_actor[i]);
+                if (!a) {
+                    Py_DECREF(lst);
+                    return -1;
+                }
+                PyList_SET_ITEM(lst, (Py_ssize_t)i, a);
+            }
+            Py_XSETREF(self->div_enabled, lst);
+        }
+        if (cs_py_check(st) < 0) return -1;
+        Py_ssize_t ref = self->en_ref[pick];
+        HandleObject *h;
+        if (ref >= 0) {
+            h = ready_remove(self, (size_t)ref);
+            if ((size_t)ref < self->batch_left) self->batch_left--;
+        } else {
+            h = heap_remove(self, (size_t)(-ref - 1));
+            h->scheduled = 0;
+            if (h->when > self->now) {
+                self->now = h->when;
+                self->clock_dirty = 1;
+            }
+        }
+        int rc = explorer_step(self, h, (uint32_t)pick);
+        Py_DECREF(h);
+        if (rc < 0) return -1;
+        if (self->foreign) return RUN_FOREIGN;
+    }
+}
+
+static PyObject *loop_run_steps(LoopCoreObject *self, PyObject *unused) {
+    if (self->running) {
+        PyErr_SetString(PyExc_RuntimeError, "This event loop is already running");
+        return NULL;
+    }
+    unsigned long prev_owner = self->owner_thread;
+    self->owner_thread = PyThread_get_thread_ident();
+    self->running = 1;
+    int rc;
+    if (self->ex) {
+        if (cs_hooks_get_explorer() != self->ex) cs_hooks_set_explorer(self->ex);
+        rc = run_explorer(self);
+    } else {
+        rc = run_fifo(self);
+    }
+    self->running = 0;
+    self->owner_thread = prev_owner;
+    if (rc < 0) {
+        self->in_iteration = 0;
+        return NULL;
+    }
+    return PyLong_FromLong(rc);
+}
+
+/* ----------------------------------------------------- explorer API */
+
+static PyObject *loop_cs_attach(LoopCoreObject *self, PyObject *obj) {
+    if (self->running) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot attach an explorer to a running loop");
+        return NULL;
+    }
+    if (self->rlen || self->hlen) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "attach the explorer before anything is scheduled on the loop");
+        return NULL;
+    }
+    cs_explorer *ex = cs_py_explorer_get(obj);
+    if (!ex) return NULL;
+    if (self->ex && cs_hooks_get_explorer() == self->ex) cs_hooks_set_explorer(NULL);
+    Py_XSETREF(self->explorer_obj, Py_NewRef(obj));
+    self->ex = ex;
+    clear_execution(self);
+    self->steps = 0;
+    self->in_iteration = 0;
+    cs_hooks_set_explorer(ex);
+    Py_RETURN_NONE;
+}
+
+static PyObject *loop_cs_detach(LoopCoreObject *self, PyObject *unused) {
+    if (self->running) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot detach the explorer of a running loop");
+        return NULL;
+    }
+    if (self->ex && cs_hooks_get_explorer() == self->ex) cs_hooks_set_explorer(NULL);
+    self->ex = NULL;
+    Py_CLEAR(self->explorer_obj);
+    self->in_iteration = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *loop_cs_clear(LoopCoreObject *self, PyObject *unused) {
+    clear_queues(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *actor_description(LoopCoreObject *self, cs_actor a, int *kind) {
+    *kind = 0;
+    if (a >= self->n_actors || !self->actors[a].kind) Py_RETURN_NONE;
+    actor_slot *s = &self->actors[a];
+    *kind = s->kind;
+    if (s->kind == 2) return Py_NewRef(s->ref);
+    PyObject *task = PyWeakref_GET_OBJECT(s->ref);
+    if (task == Py_None) return Py_NewRef(s->name ? s->name : Py_None);
+    return Py_NewRef(task);
+}
+
+static PyObject *loop_cs_actors(LoopCoreObject *self, PyObject *unused) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (size_t a = 0; a < self->n_actors; a++) {
+        int kind;
+        PyObject *v = actor_description(self, (cs_actor)a, &kind);
+        if (!v) goto fail;
+        if (!kind) {
+            Py_DECREF(v);
+            continue;
+        }
+        PyObject *k = PyLong_FromSize_t(a);
+        int rc = k ? PyDict_SetItem(d, k, v) : -1;
+        Py_XDECREF(k);
+        Py_DECREF(v);
+        if (rc < 0) goto fail;
+    }
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *loop_cs_actor_kinds(LoopCoreObject *self, void *c) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (size_t a = 0; a < self->n_actors; a++) {
+        if (!self->actors[a].kind) continue;
+        PyObject *k = PyLong_FromSize_t(a);
+        PyObject *v = PyUnicode_FromString(self->actors[a].kind == 1 ? "Task" : "callback");
+        int rc = (k && v) ? PyDict_SetItem(d, k, v) : -1;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (rc < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+static PyObject *loop_cs_await_sites(LoopCoreObject *self, PyObject *unused) {
+    PyObject *out = PyList_New((Py_ssize_t)self->n_events);
+    if (!out) return NULL;
+    for (size_t i = 0; i < self->n_events; i++) {
+        PyObject *v;
+        if (self->site_code[i]) {
+            PyCodeObject *code = (PyCodeObject *)self->site_code[i];
+            v = Py_BuildValue("(Oi)", code->co_filename, self->site_line[i]);
+            if (!v) {
+                Py_DECREF(out);
+                return NULL;
+            }
+        } else {
+            v = Py_NewRef(Py_None);
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    return out;
+}
+
+static PyObject *loop_cs_choices(LoopCoreObject *self, void *c) {
+    PyObject *out = PyList_New((Py_ssize_t)self->n_events);
+    if (!out) return NULL;
+    for (size_t i = 0; i < self->n_events; i++) {
+        PyObject *v = PyLong_FromUnsignedLong(self->choices[i]);
+        if (!v) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    return out;
+}
+
+static PyObject *loop_get_cs_actor(LoopCoreObject *self, void *c) {
+    if (self->cur_actor == CS_NO_ACTOR) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLong(self->cur_actor);
+}
+static PyObject *loop_get_cs_event(LoopCoreObject *self, void *c) {
+    return PyLong_FromLongLong(self->cur_event);
+}
+static PyObject *loop_get_cs_explorer(LoopCoreObject *self, void *c) {
+    return Py_NewRef(self->explorer_obj ? self->explorer_obj : Py_None);
+}
+static PyObject *loop_get_cs_div_enabled(LoopCoreObject *self, void *c) {
+    return Py_NewRef(self->div_enabled ? self->div_enabled : Py_None);
+}
+static PyObject *loop_get_timers(LoopCoreObject *self, void *c) {
+    return PyUnicode_FromString(self->relaxed ? "relaxed" : "strict");
+}
+static int loop_set_timers(LoopCoreObject *self, PyObject *v, void *c) {
+    if (v && PyUnicode_Check(v)) {
+        if (PyUnicode_CompareWithASCIIString(v, "strict") == 0) {
+            self->relaxed = 0;
+            return 0;
+        }
+        if (PyUnicode_CompareWithASCIIString(v, "relaxed") == 0) {
+            self->relaxed = 1;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "timers must be 'strict' or 'relaxed', not %R", v ? v : Py_None);
+    return -1;
+}
+static PyObject *loop_get_max_steps(LoopCoreObject *self, void *c) {
+    if (!self->max_steps) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(self->max_steps);
+}
+static int loop_set_max_steps(LoopCoreObject *self, PyObject *v, void *c) {
+    if (!v || v == Py_None) {
+        self->max_steps = 0;
+        return 0;
+    }
+    if (PyLong_Check(v)) {
+        unsigned long long n = PyLong_AsUnsignedLongLong(v);
+        if (!(n == (unsigned long long)-1 && PyErr_Occurred()) && n > 0) {
+            self->max_steps = n;
+            return 0;
+        }
+        PyErr_Clear();
+    }
+    PyErr_Format(PyExc_ValueError, "max_steps must be a positive int or None, not %R", v);
+    return -1;
+}
+static PyObject *loop_get_steps(LoopCoreObject *self, void *c) {
+    return PyLong_FromUnsignedLongLong(self->steps);
+}
+static PyObject *loop_get_ready_count(LoopCoreObject *self, void *c) {
+    return PyLong_FromSize_t(self->rlen);
+}
+static PyObject *loop_get_timer_count(LoopCoreObject *self, void *c) {
+    size_t n = 0;
+    for (size_t i = 0; i < self->hlen; i++) n += !self->heap[i]->cancelled;
+    return PyLong_FromSize_t(n);
+}
+static PyObject *loop_get_now(LoopCoreObject *self, void *c) { return PyFloat_FromDouble(self->now); }
+static PyObject *loop_get_scheduled(LoopCoreObject *self, void *c) {
+    PyObject *out = PyList_New((Py_ssize_t)self->hlen);
+    if (!out) return NULL;
+    for (size_t i = 0; i < self->hlen; i++)
+        PyList_SET_ITEM(out, (Py_ssize_t)i, Py_NewRef((PyObject *)self->heap[i]));
+    return out;
+}
+static PyObject *loop_get_ready(LoopCoreObject *self, void *c) {
+    PyObject *out = PyList_New((Py_ssize_t)self->rlen);
+    if (!out) return NULL;
+    for (size_t i = 0; i < self->rlen; i++)
+        PyList_SET_ITEM(out, (Py_ssize_t)i, Py_NewRef((PyObject *)ready_at(self, i)));
+    return out;
+}
+
+static PyGetSetDef loop_getset[] = {
+    {"_cs_actor", (getter)loop_get_cs_actor, NULL,
+     "actor id of the step running now, or None outside steps (explorer attached)", NULL},
+    {"_cs_event", (getter)loop_get_cs_event, NULL,
+     "event index of the step running now, or -1 outside steps (explorer attached)", NULL},
+    {"_cs_explorer", (getter)loop_get_cs_explorer, NULL, "the attached Explorer or None", NULL},
+    {"_cs_actor_kinds", (getter)loop_cs_actor_kinds, NULL,
+     "{actor id: 'Task' | 'callback'} for the actors of this execution", NULL},
+    {"_cs_choices", (getter)loop_cs_choices, NULL,
+     "per event: the index chosen in the enabled list (0 = stock order)", NULL},
+    {"_cs_div_enabled", (getter)loop_get_cs_div_enabled, NULL,
+     "actor ids that were enabled when the schedule diverged, or None", NULL},
+    {"_cs_timers", (getter)loop_get_timers, (setter)loop_set_timers,
+     "timer mode: 'strict' or 'relaxed'", NULL},
+    {"_cs_max_steps", (getter)loop_get_max_steps, (setter)loop_set_max_steps,
+     "step budget without an explorer (None: unlimited)", NULL},
+    {"_cs_steps", (getter)loop_get_steps, NULL, "steps run (since creation or attach)", NULL},
+    {"_cs_ready_count", (getter)loop_get_ready_count, NULL, "handles in the ready queue", NULL},
+    {"_cs_timer_count", (getter)loop_get_timer_count, NULL, "pending (uncancelled) timers", NULL},
+    {"_cs_now", (getter)loop_get_now, NULL, "the virtual clock, without recording a read", NULL},
+    {"_scheduled", (getter)loop_get_scheduled, NULL, "the timer heap (a copy)", NULL},
+    {"_ready", (getter)loop_get_ready, NULL, "the ready queue (a copy)", NULL},
+    {NULL},
+};
+
+static PyMemberDef loop_members[] = {
+    {"_closed", T_BOOL, offsetof(LoopCoreObject, closed), 0, NULL},
+    {"_stopping", T_BOOL, offsetof(LoopCoreObject, stopping), 0, NULL},
+    {"_debug", T_BOOL, offsetof(LoopCoreObject, debug), 0, NULL},
+    {"_timer_cancelled_count", T_PYSSIZET, offsetof(LoopCoreObject, timer_cancelled_count),
+     READONLY, NULL},
+    {"_cs_future_class", T_OBJECT, offsetof(LoopCoreObject, future_class), 0,
+     "class create_future() instantiates (None: asyncio.Future)"},
+    {"_cs_task_class", T_OBJECT, offsetof(LoopCoreObject, task_class), 0,
+     "class create_task() instantiates (None: asyncio.Task)"},
+    {"_current_handle", T_OBJECT, offsetof(LoopCoreObject, current_handle), READONLY, NULL},
+    {NULL},
+};
+
+#define FASTKW(fn) (PyCFunction)(void (*)(void))fn, METH_FASTCALL | METH_KEYWORDS
+
+static PyMethodDef loop_methods[] = {
+    {"call_soon", FASTKW(loop_call_soon),
+     "call_soon(callback, *args, context=None) -> Handle"},
+    {"call_soon_threadsafe", FASTKW(loop_call_soon_threadsafe),
+     "Like call_soon(); from another thread it raises NondeterminismError."},
+    {"call_later", FASTKW(loop_call_later),
+     "call_later(delay, callback, *args, context=None) -> TimerHandle"},
+    {"call_at", FASTKW(loop_call_at), "call_at(when, callback, *args, context=None) -> TimerHandle"},
+    {"time", (PyCFunction)loop_time, METH_NOARGS, "The virtual clock (seconds, starts at 0)."},
+    {"get_debug", (PyCFunction)loop_get_debug, METH_NOARGS, "True in debug mode."},
+    {"create_future", (PyCFunction)loop_create_future, METH_NOARGS,
+     "Create a Future attached to the loop."},
+    {"_timer_handle_cancelled", (PyCFunction)loop_timer_handle_cancelled, METH_O,
+     "Notification that a TimerHandle has been cancelled."},
+    {"_run_steps", (PyCFunction)loop_run_steps, METH_NOARGS,
+     "Dispatch until stopped (0), idle (1) or a foreign thread interfered (2)."},
+    {"_cs_attach", (PyCFunction)loop_cs_attach, METH_O,
+     "Make every step go through the explorer (starts a new execution's bookkeeping)."},
+    {"_cs_detach", (PyCFunction)loop_cs_detach, METH_NOARGS, "Back to plain fifo dispatch."},
+    {"_cs_clear", (PyCFunction)loop_cs_clear, METH_NOARGS, "Drop every queued handle."},
+    {"_cs_actors", (PyCFunction)loop_cs_actors, METH_NOARGS,
+     "{actor id: task object (or its description once it is gone) | callback description}"},
+    {"_cs_await_sites", (PyCFunction)loop_cs_await_sites, METH_NOARGS,
+     "per event: (filename, line) where the step's task is suspended after it, or None"},
+    {NULL},
+};
+
+static PyTypeObject LoopCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.LoopCore",
+    .tp_basicsize = sizeof(LoopCoreObject),
+    .tp_dealloc = (destructor)loop_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "C core of ControlledLoop: ready queue, timer heap, virtual clock, dispatch.",
+    .tp_traverse = (traverseproc)loop_traverse,
+    .tp_clear = (inquiry)loop_clear,
+    .tp_methods = loop_methods,
+    .tp_members = loop_members,
+    .tp_getset = loop_getset,
+    .tp_new = loop_new,
+};
+
+int cs_register_loop(PyObject *module) {
+    if (PyType_Ready(&HandleType) < 0) return -1;
+    if (PyType_Ready(&TimerHandleType) < 0) return -1;
+    if (PyType_Ready(&LoopCoreType) < 0) return -1;
+    if (PyModule_AddObjectRef(module, "Handle", (PyObject *)&HandleType) < 0) return -1;
+    if (PyModule_AddObjectRef(module, "TimerHandle", (PyObject *)&TimerHandleType) < 0) return -1;
+    if (PyModule_AddObjectRef(module, "LoopCore", (PyObject *)&LoopCoreType) < 0) return -1;
+    return 0;
+}

@@ -1,0 +1,919 @@
+"""Rewrites a module's ``ast`` so that every access to shared state reports itself.
+
+What is rewritten (only code of the user's modules; see ``importer.py``):
+
+====================================  ================================================
+``obj.a`` (load)                       ``_cs_ga(obj, 'a', site)``  (read)
+``obj.a = v`` / ``del obj.a``          ``_cs_sa(v, obj, 'a', site)`` / ``_cs_da(...)``
+``x[k]``, ``x[k] = v``, ``del x[k]``   ``_cs_gi`` / ``_cs_si`` / ``_cs_di``
+``x.m(...)``                           ``_cs_cm(x, 'm', kind, site, site2)(...)``: known mutators
+                                       write the whole object, known pure methods read it,
+                                       unknown methods write it (unless the callee is
+                                       instrumented code, which records for itself)
+``d.get(k)``, ``d.pop(k)``,            ``_cs_ck(d.get, kind, site, k, ...)``: keyed access
+``d.setdefault(k, v)``                 on an exact dict, whole-object access elsewhere
+``k in x`` / ``k not in x``            ``_cs_contains(k, x, site)``
+``len(x)``, ``sorted(x)``, ...,        whole-object read (iteration of an iterator or a
+``for t in x``                         generator is a write: it consumes it)
+global ``g`` in a function             ``_cs_gr(g, 'g', site)``; a store is followed by
+                                       ``_cs_gw('g', site)``
+closure cell ``c``                     ``_cs_cr(c, _cs_c_c, site)`` / ``_cs_cw(...)``; the
+                                       defining function captures the cell object once
+                                       at entry: ``_cs_c_c = (lambda: c).__closure__[0]``
+``t.a op= v``                          read then write, ``t`` evaluated once (temporaries)
+====================================  ================================================
+
+Evaluation order is kept: store hooks take the value first (Python evaluates the right-hand
+side before the target), targets of multiple or unpacking assignments are assigned from
+temporaries left to right, augmented assignments evaluate their target's sub-expressions once.
+New nodes carry the original node's location, and code is compiled with the real filename, so
+tracebacks point at the user's lines.
+
+Not rewritten (on purpose): annotations (``from __future__ import annotations`` turns them into
+strings), ``match`` patterns (they must stay dotted names), name accesses in class bodies and at
+module level (they run at import time), comprehension targets.  Known gaps, all
+under-approximations a user is unlikely to meet: reads of class attributes through an instance
+(``self.x`` where ``x`` lives on the class) are recorded on the instance only; arguments passed
+to uninstrumented functions (``heapq.heappush(self.h, x)`` records the read of ``self.h``, not
+the push); reads of module-level names bound only by ``def``/``class``/``import`` and never
+declared ``global`` are not recorded (monkeypatching them from another task would be missed).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+import symtable
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from chaossloth.capture import sites
+
+# symtable scope codes (CPython's _symtable constants)
+_LOCAL, _GLOBAL_EXPLICIT, _GLOBAL_IMPLICIT, _FREE, _CELL = 1, 2, 3, 4, 5
+
+READ, WRITE, UNKNOWN = 1, 2, 0
+
+#: methods that mutate their receiver (a write of the whole object)
+MUTATORS = frozenset(
+    [
+        "append",
+        "extend",
+        "insert",
+        "pop",
+        "remove",
+        "clear",
+        "update",
+        "setdefault",
+        "add",
+        "discard",
+        "popleft",
+        "appendleft",
+        "extendleft",
+        "rotate",
+        "sort",
+        "reverse",
+        "popitem",
+        "difference_update",
+        "intersection_update",
+        "symmetric_difference_update",
+        "move_to_end",
+        "put_nowait",
+        "get_nowait",
+        "put",
+        "write",
+        "writelines",
+        "__setitem__",
+        "__delitem__",
+        "__iadd__",
+        "__ior__",
+        "set_result",
+        "set_exception",
+        "cancel",
+    ]
+)
+#: methods that only read their receiver (a read of the whole object)
+PURE = frozenset(
+    [
+        "keys",
+        "values",
+        "items",
+        "copy",
+        "count",
+        "index",
+        "__contains__",
+        "__len__",
+        "__getitem__",
+        "__iter__",
+        "issubset",
+        "issuperset",
+        "isdisjoint",
+        "union",
+        "intersection",
+        "difference",
+        "symmetric_difference",
+        "most_common",
+        "startswith",
+        "endswith",
+        "find",
+        "rfind",
+        "join",
+        "split",
+        "rsplit",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "lower",
+        "upper",
+        "format",
+        "replace",
+        "encode",
+        "decode",
+        "splitlines",
+        "partition",
+        "rpartition",
+        "isdigit",
+        "isalpha",
+        "isspace",
+        "qsize",
+        "empty",
+        "full",
+        "locked",
+        "is_set",
+        "done",
+        "result",
+        "exception",
+        "cancelled",
+    ]
+)
+#: keyed methods: (name -> kind) when called with a first positional argument
+KEYED = {"get": READ, "pop": WRITE, "setdefault": WRITE}
+#: builtins whose positional arguments are iterated (read, or write for iterators)
+ITER_BUILTINS = frozenset(
+    [
+        "sorted",
+        "list",
+        "tuple",
+        "set",
+        "frozenset",
+        "sum",
+        "min",
+        "max",
+        "any",
+        "all",
+        "enumerate",
+        "zip",
+        "reversed",
+        "iter",
+        "next",
+        "dict",
+        "map",
+        "filter",
+    ]
+)
+#: builtins that read their argument as a whole
+READ_BUILTINS = frozenset(["len", "repr", "str", "bool", "hash", "ascii", "format"])
+
+_IOPS = {
+    ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.MatMult: "imatmul",
+    ast.Div: "itruediv", ast.FloorDiv: "ifloordiv", ast.Mod: "imod", ast.Pow: "ipow",
+    ast.LShift: "ilshift", ast.RShift: "irshift", ast.BitOr: "ior", ast.BitXor: "ixor",
+    ast.BitAnd: "iand",
+}  # fmt: skip
+
+_HOOKS = ("ga", "sa", "da", "gi", "si", "di", "cm", "ck", "contains", "gr", "gw", "cr", "cw",
+          "rd", "it")  # fmt: skip
+
+
+def hook_namespace() -> dict[str, Any]:
+    """The names instrumented code refers to, to be put in the module's globals."""
+    from chaossloth import _core
+
+    ns: dict[str, Any] = {f"_cs_{h}": getattr(_core, h) for h in _HOOKS}
+    ns["_cs_slice"] = slice
+    for opname in set(_IOPS.values()):
+        ns[f"_cs_{opname}"] = getattr(operator, opname)
+    return ns
+
+
+def mangle(name: str, class_name: str | None) -> str:
+    """Private name mangling as the compiler does it inside ``class class_name``."""
+    if not class_name or not name.startswith("__") or name.endswith("__") or "." in name:
+        return name
+    stripped = class_name.lstrip("_")
+    return f"_{stripped}{name}" if stripped else name
+
+
+class _Source:
+    """Source text of nodes (col offsets are UTF-8 byte offsets)."""
+
+    def __init__(self, source: str) -> None:
+        self.lines = [ln.encode("utf-8") for ln in source.splitlines(keepends=True)]
+
+    def segment(self, node: ast.AST) -> str:
+        try:
+            l0, c0 = node.lineno - 1, node.col_offset  # type: ignore[attr-defined]
+            l1, c1 = node.end_lineno - 1, node.end_col_offset  # type: ignore[attr-defined]
+            if l0 == l1:
+                return self.lines[l0][c0:c1].decode("utf-8", "replace")
+            parts = [self.lines[l0][c0:]] + self.lines[l0 + 1 : l1] + [self.lines[l1][:c1]]
+            return b"".join(parts).decode("utf-8", "replace")
+        except (AttributeError, IndexError, TypeError):
+            try:
+                return ast.unparse(node)
+            except Exception:  # pragma: no cover - unparse handles every expression
+                return "?"
+
+
+class _Scope:
+    def __init__(
+        self, kind: str, table: symtable.SymbolTable | None, parent: _Scope | None,
+        class_name: str | None,
+    ) -> None:  # fmt: skip
+        self.kind = kind  # module, class, def, lambda, comp
+        self.table = table
+        self.parent = parent
+        self.class_name = class_name
+        self.symbols: dict[str, int] = {}
+        self.children: dict[tuple[str, str, int], list[symtable.SymbolTable]] = defaultdict(list)
+        if table is not None:
+            for s in table.get_symbols():
+                self.symbols[s.get_name()] = s._Symbol__scope  # type: ignore[attr-defined]
+            for ch in table.get_children():
+                self.children[(ch.get_type(), ch.get_name(), ch.get_lineno())].append(ch)
+        self.shared_cells: set[str] = set()
+
+    @property
+    def function_like(self) -> bool:
+        return self.kind in ("def", "lambda", "comp")
+
+    def child(self, typ: str, name: str, lineno: int) -> symtable.SymbolTable | None:
+        lst = self.children.get((typ, name, lineno))
+        return lst.pop(0) if lst else None
+
+
+_COMP_NAMES = {ast.ListComp: "listcomp", ast.SetComp: "setcomp", ast.DictComp: "dictcomp",
+               ast.GeneratorExp: "genexpr"}  # fmt: skip
+
+
+def _escapes(table: symtable.SymbolTable, name: str) -> bool:
+    """Is `name` free in a nested scope that can outlive the frame (a def, a lambda, a
+    generator expression), so that another task could reach the cell?"""
+    for ch in table.get_children():
+        if ch.get_name() in ("listcomp", "setcomp", "dictcomp"):
+            if _escapes(ch, name):
+                return True
+            continue
+        try:
+            sym = ch.lookup(name)
+        except KeyError:
+            sym = None
+        if sym is not None and sym._Symbol__scope == _FREE:  # type: ignore[attr-defined]
+            return True
+        if _escapes(ch, name):
+            return True
+    return False
+
+
+def _module_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """(bound, static): names bound at module level or declared global anywhere; and among
+    them those bound only by def/class/import and never declared global (not recorded)."""
+    static: set[str] = set()
+    dynamic: set[str] = set()
+
+    def targets(t: ast.AST) -> Iterable[str]:
+        for n in ast.walk(t):
+            if isinstance(n, ast.Name):
+                yield n.id
+
+    def walk_level(stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                static.add(s.name)
+                continue
+            if isinstance(s, (ast.Import, ast.ImportFrom)):
+                for a in s.names:
+                    static.add((a.asname or a.name).split(".")[0])
+                continue
+            for n in ast.walk(s):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                    dynamic.add(n.id)
+                elif (
+                    isinstance(n, (ast.MatchAs, ast.MatchStar))
+                    and n.name
+                    or isinstance(n, ast.ExceptHandler)
+                    and n.name
+                ):
+                    dynamic.add(n.name)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                sub = getattr(s, field, None)
+                if isinstance(sub, list):
+                    walk_level([x for x in sub if isinstance(x, ast.stmt)])
+                    for h in sub:
+                        if isinstance(h, ast.ExceptHandler):
+                            walk_level(h.body)
+            if isinstance(s, ast.Match):
+                for case in s.cases:
+                    walk_level(case.body)
+
+    walk_level(tree.body)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Global):
+            dynamic.update(n.names)
+    bound = static | dynamic
+    return bound, static - dynamic
+
+
+class Instrumenter(ast.NodeTransformer):
+    """One use per module: ``Instrumenter(source, filename).run(tree)``."""
+
+    def __init__(self, source: str, filename: str) -> None:
+        self.src = _Source(source)
+        self.filename = filename
+        self.scope: _Scope | None = None
+        self.tmp = 0
+        self.bound: set[str] = set()
+        self.static: set[str] = set()
+
+    # ----------------------------------------------------------------- helpers
+
+    def run(self, tree: ast.Module, table: symtable.SymbolTable) -> ast.Module:
+        self.bound, self.static = _module_names(tree)
+        self.scope = _Scope("module", table, None, None)
+        tree.body = self._stmts(tree.body)
+        ast.fix_missing_locations(tree)
+        return tree
+
+    def _site(self, node: ast.AST, name: str, kind: str) -> ast.Constant:
+        sid = sites.register(
+            self.filename, getattr(node, "lineno", 0), getattr(node, "col_offset", 0),
+            self.src.segment(node), name, kind,
+        )  # fmt: skip
+        return ast.Constant(sid)
+
+    @staticmethod
+    def _loc(new: ast.AST, old: ast.AST) -> Any:
+        for n in ast.walk(new):
+            if "lineno" in n._attributes and not hasattr(n, "lineno"):
+                ast.copy_location(n, old)
+        return new
+
+    def _call(self, hook: str, args: list[ast.expr], old: ast.AST) -> ast.Call:
+        return self._loc(ast.Call(ast.Name(f"_cs_{hook}", ast.Load()), args, []), old)
+
+    def _expr_stmt(self, call: ast.expr, old: ast.AST) -> ast.stmt:
+        return self._loc(ast.Expr(call), old)
+
+    def _temp(self) -> str:
+        self.tmp += 1
+        return f"_cs_t{self.tmp}"
+
+    def _stmts(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for s in body:
+            r = self.visit(s)
+            if r is None:
+                continue
+            if isinstance(r, list):
+                out.extend(r)
+            else:
+                out.append(r)
+        return out
+
+    def _in_scope(self, scope: _Scope, fn: Any) -> Any:
+        saved = self.scope
+        self.scope = scope
+        try:
+            return fn()
+        finally:
+            self.scope = saved
+
+    def _child_scope(self, kind: str, typ: str, name: str, node: ast.AST) -> _Scope:
+        parent = self.scope
+        assert parent is not None
+        table = parent.child(typ, name, node.lineno)  # type: ignore[attr-defined]
+        cname = parent.class_name
+        if kind == "class":
+            cname = name
+        return _Scope(kind, table, parent, cname)
+
+    # ------------------------------------------------------------ name resolution
+
+    def _classify(self, name: str) -> str | None:
+        """'global', 'cell' or None (local, builtin, not recorded) for a name in the current
+        scope."""
+        s = self.scope
+        if s is None or not s.function_like:
+            return None
+        if name.startswith("_cs_") or name in ("__class__", "__classdict__"):
+            return None
+        m = mangle(name, s.class_name)
+        sc = s.symbols.get(m)
+        if sc in (_GLOBAL_EXPLICIT, _GLOBAL_IMPLICIT):
+            if name in self.static:
+                return None
+            if name not in self.bound and hasattr(builtins, name):
+                return None
+            return "global"
+        if sc in (_FREE, _CELL):
+            d: _Scope | None = s
+            while d is not None and (d.kind == "class" or d.symbols.get(m) != _CELL):
+                d = d.parent
+            if d is None or d.kind != "def" or m not in d.shared_cells:
+                return None
+            return "cell"
+        return None
+
+    def _is_builtin(self, name: str) -> bool:
+        s = self.scope
+        if s is None or name in self.bound or not hasattr(builtins, name):
+            return False
+        sc = s.symbols.get(mangle(name, s.class_name))
+        if s.function_like:
+            return sc == _GLOBAL_IMPLICIT
+        return sc is None or sc in (_GLOBAL_IMPLICIT,) or (s.kind == "module")
+
+    def _cell_var(self, name: str) -> str:
+        assert self.scope is not None
+        return f"_cs_c_{mangle(name, self.scope.class_name)}"
+
+    def _name_read(self, node: ast.Name) -> ast.expr:
+        cls = self._classify(node.id)
+        if cls == "global":
+            site = self._site(node, f"global {node.id}", "global")
+            return self._call("gr", [node, ast.Constant(node.id), site], node)
+        if cls == "cell":
+            site = self._site(node, f"nonlocal {node.id}", "cell")
+            cell = ast.Name(self._cell_var(node.id), ast.Load())
+            return self._call("cr", [node, cell, site], node)
+        return node
+
+    def _name_write_record(self, node: ast.Name) -> ast.stmt | None:
+        cls = self._classify(node.id)
+        if cls == "global":
+            site = self._site(node, f"global {node.id}", "global")
+            return self._expr_stmt(self._call("gw", [ast.Constant(node.id), site], node), node)
+        if cls == "cell":
+            site = self._site(node, f"nonlocal {node.id}", "cell")
+            cell = ast.Name(self._cell_var(node.id), ast.Load())
+            return self._expr_stmt(self._call("cw", [cell, site], node), node)
+        return None
+
+    # ----------------------------------------------------------------- scopes
+
+    def _visit_args(self, args: ast.arguments) -> None:
+        args.defaults = [self.visit(d) for d in args.defaults]
+        args.kw_defaults = [self.visit(d) if d is not None else None for d in args.kw_defaults]
+
+    def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        self._visit_args(node.args)
+        scope = self._child_scope("def", "function", node.name, node)
+        if scope.table is not None:
+            for name, sc in scope.symbols.items():
+                if sc == _CELL and name not in ("__class__", "__classdict__"):
+                    if _escapes(scope.table, name):
+                        scope.shared_cells.add(name)
+        body = self._in_scope(scope, lambda: self._stmts(node.body))
+        prologue: list[ast.stmt] = []
+        for name in sorted(scope.shared_cells):
+            # _cs_c_x = (lambda: x).__closure__[0]: the cell object, without loading x
+            lam = ast.Lambda(
+                ast.arguments([], [], None, [], [], None, []), ast.Name(name, ast.Load())
+            )
+            get = ast.Subscript(ast.Attribute(lam, "__closure__", ast.Load()), ast.Constant(0),
+                                ast.Load())  # fmt: skip
+            prologue.append(
+                self._loc(ast.Assign([ast.Name(f"_cs_c_{name}", ast.Store())], get), node.body[0])
+            )
+        if prologue:
+            first = 0
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                first = 1  # keep the docstring first
+            body[first:first] = prologue
+        node.body = body
+        return node
+
+    visit_FunctionDef = _visit_function
+    visit_AsyncFunctionDef = _visit_function
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        self._visit_args(node.args)
+        scope = self._child_scope("lambda", "function", "lambda", node)
+        node.body = self._in_scope(scope, lambda: self.visit(node.body))
+        return node
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.bases = [self.visit(b) for b in node.bases]
+        node.keywords = [self.visit(k) for k in node.keywords]
+        scope = self._child_scope("class", "class", node.name, node)
+        node.body = self._in_scope(scope, lambda: self._stmts(node.body))
+        return node
+
+    def _visit_comp(self, node: Any) -> ast.AST:
+        gens: list[ast.comprehension] = node.generators
+        first_iter = self.visit(gens[0].iter)
+        if not gens[0].is_async:
+            first_iter = self._wrap_iter(first_iter, gens[0].iter)
+        gens[0].iter = first_iter
+        scope = self._child_scope("comp", "function", _COMP_NAMES[type(node)], node)
+
+        def inner() -> None:
+            for i, g in enumerate(gens):
+                if i > 0:
+                    it = self.visit(g.iter)
+                    g.iter = it if g.is_async else self._wrap_iter(it, g.iter)
+                g.ifs = [self.visit(c) for c in g.ifs]
+            if isinstance(node, ast.DictComp):
+                node.key = self.visit(node.key)
+                node.value = self.visit(node.value)
+            else:
+                node.elt = self.visit(node.elt)
+
+        self._in_scope(scope, inner)
+        return node
+
+    visit_ListComp = _visit_comp
+    visit_SetComp = _visit_comp
+    visit_DictComp = _visit_comp
+    visit_GeneratorExp = _visit_comp
+
+    # ------------------------------------------------------------ expressions
+
+    def _wrap_iter(self, new: ast.expr, old: ast.expr) -> ast.expr:
+        return self._call("it", [new, self._site(old, self.src.segment(old), "iter")], old)
+
+    def _slice(self, node: ast.expr) -> ast.expr:
+        if isinstance(node, ast.Slice):
+            parts = [self.visit(p) if p is not None else ast.Constant(None)
+                     for p in (node.lower, node.upper, node.step)]  # fmt: skip
+            return self._loc(ast.Call(ast.Name("_cs_slice", ast.Load()), parts, []), node)
+        if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts):
+            return self._loc(ast.Tuple([self._slice(e) for e in node.elts], ast.Load()), node)
+        return self.visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load):
+            return self._name_read(node)
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if not isinstance(node.ctx, ast.Load):
+            node.value = self.visit(node.value)
+            return node
+        attr = mangle(node.attr, self.scope.class_name if self.scope else None)
+        site = self._site(node, self.src.segment(node), "attr")
+        return self._call("ga", [self.visit(node.value), ast.Constant(attr), site], node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        if not isinstance(node.ctx, ast.Load):
+            node.value = self.visit(node.value)
+            node.slice = self._slice(node.slice)
+            return node
+        site = self._site(node, self.src.segment(node.value), "item")
+        return self._call("gi", [self.visit(node.value), self._slice(node.slice), site], node)
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            container = node.comparators[0]
+            site = self._site(node, self.src.segment(container), "contains")
+            call = self._call(
+                "contains", [self.visit(node.left), self.visit(container), site], node
+            )
+            if isinstance(node.ops[0], ast.NotIn):
+                return self._loc(ast.UnaryOp(ast.Not(), call), node)
+            return call
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.ctx, ast.Load):
+            recv = func.value
+            attr = mangle(func.attr, self.scope.class_name if self.scope else None)
+            new_recv = self.visit(recv)
+            args = [self.visit(a) for a in node.args]
+            keywords = [self.visit(k) for k in node.keywords]
+            recv_text = self.src.segment(recv)
+            if (
+                func.attr in KEYED
+                and node.args
+                and not isinstance(node.args[0], ast.Starred)
+                and not node.keywords
+            ):
+                site = self._site(node, recv_text, "keyed")
+                method = self._loc(ast.Attribute(new_recv, attr, ast.Load()), func)
+                kind = ast.Constant(KEYED[func.attr])
+                return self._call("ck", [method, kind, site, *args], node)
+            kind_v = UNKNOWN
+            if func.attr in MUTATORS:
+                kind_v = WRITE
+            elif func.attr in PURE:
+                kind_v = READ
+            site = self._site(node, recv_text, "method")
+            attr_site = self._site(func, self.src.segment(func), "attr")
+            getter = self._call(
+                "cm", [new_recv, ast.Constant(attr), ast.Constant(kind_v), site, attr_site], func
+            )
+            return self._loc(ast.Call(getter, args, keywords), node)
+        if isinstance(func, ast.Name) and self._is_builtin(func.id):
+            hook = "it" if func.id in ITER_BUILTINS else "rd" if func.id in READ_BUILTINS else None
+            node.args = [self.visit(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            if hook is not None:
+                wrapped: list[ast.expr] = []
+                for a, old in zip(node.args, node.args):
+                    if isinstance(a, ast.Starred) or isinstance(a, ast.Constant):
+                        wrapped.append(a)
+                    else:
+                        site = self._site(old, self.src.segment(old), "whole")
+                        wrapped.append(self._call(hook, [a, site], old))
+                node.args = wrapped
+            return node
+        return self.generic_visit(node)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> ast.AST:
+        node.value = self.visit(node.value)
+        rec = self._name_write_record(node.target)
+        if rec is None:
+            return node
+        # (x := v, record)[0]: the value of the walrus, then the record of the store
+        assert isinstance(rec, ast.Expr)
+        tup = ast.Tuple([node, rec.value], ast.Load())
+        return self._loc(ast.Subscript(tup, ast.Constant(0), ast.Load()), node)
+
+    def visit_match_case(self, node: ast.match_case) -> ast.AST:
+        # patterns stay untouched: they must remain literals and dotted names
+        if node.guard is not None:
+            node.guard = self.visit(node.guard)
+        node.body = self._stmts(node.body)
+        return node
+
+    # ------------------------------------------------------------- statements
+
+    def _needs(self, target: ast.expr) -> bool:
+        if isinstance(target, ast.Name):
+            return self._classify(target.id) is not None
+        if isinstance(target, (ast.Attribute, ast.Subscript)):
+            return True
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return any(self._needs(e) for e in target.elts)
+        if isinstance(target, ast.Starred):
+            return self._needs(target.value)
+        return False
+
+    def _assign(self, target: ast.expr, value: ast.expr, old: ast.AST) -> list[ast.stmt]:
+        """Statements that store `value` (an already instrumented expression, evaluated
+        once) into `target`, recording the writes."""
+        if isinstance(target, ast.Name):
+            stmts: list[ast.stmt] = [self._loc(ast.Assign([target], value), old)]
+            rec = self._name_write_record(target)
+            return stmts + ([rec] if rec is not None else [])
+        if isinstance(target, ast.Attribute):
+            attr = mangle(target.attr, self.scope.class_name if self.scope else None)
+            site = self._site(target, self.src.segment(target), "attr")
+            call = self._call("sa", [value, self.visit(target.value), ast.Constant(attr), site],
+                              target)  # fmt: skip
+            return [self._expr_stmt(call, old)]
+        if isinstance(target, ast.Subscript):
+            site = self._site(target, self.src.segment(target.value), "item")
+            call = self._call(
+                "si", [value, self.visit(target.value), self._slice(target.slice), site], target
+            )
+            return [self._expr_stmt(call, old)]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if not self._needs(target):
+                return [self._loc(ast.Assign([target], value), old)]
+            temps: list[str] = []
+            shape: list[ast.expr] = []
+            for e in target.elts:
+                t = self._temp()
+                temps.append(t)
+                store = ast.Name(t, ast.Store())
+                shape.append(ast.Starred(store, ast.Store()) if isinstance(e, ast.Starred)
+                             else store)  # fmt: skip
+            out: list[ast.stmt] = [self._loc(ast.Assign([ast.Tuple(shape, ast.Store())], value),
+                                             old)]  # fmt: skip
+            for e, t in zip(target.elts, temps):
+                inner = e.value if isinstance(e, ast.Starred) else e
+                out += self._assign(inner, ast.Name(t, ast.Load()), old)
+            out.append(self._del_temps(temps, old))
+            return out
+        # anything else (a Starred at top level cannot occur): store natively
+        return [self._loc(ast.Assign([target], value), old)]
+
+    def _del_temps(self, temps: list[str], old: ast.AST) -> ast.stmt:
+        return self._loc(ast.Delete([ast.Name(t, ast.Del()) for t in temps]), old)
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        value = self.visit(node.value)
+        if not any(self._needs(t) for t in node.targets):
+            node.targets = [self._visit_store_target(t) for t in node.targets]
+            node.value = value
+            return node
+        if len(node.targets) == 1:
+            return self._assign(node.targets[0], value, node)
+        t = self._temp()
+        out: list[ast.stmt] = [self._loc(ast.Assign([ast.Name(t, ast.Store())], value), node)]
+        for target in node.targets:
+            out += self._assign(target, ast.Name(t, ast.Load()), node)
+        out.append(self._del_temps([t], node))
+        return out
+
+    def _visit_store_target(self, t: ast.expr) -> ast.expr:
+        """A target with nothing to record: only its sub-expressions may be rewritten (none for
+        names, tuples of names and starred names)."""
+        return t
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
+        if node.value is None:
+            return node
+        node.value = self.visit(node.value)
+        s = self.scope
+        if isinstance(node.target, ast.Name):
+            rec = self._name_write_record(node.target)
+            return [node, rec] if rec is not None else node
+        if s is not None and s.function_like:
+            # annotations of non-name targets are not evaluated in functions: a plain store
+            return self._assign(node.target, node.value, node)
+        node.target.value = self.visit(node.target.value)  # type: ignore[attr-defined]
+        return node
+
+    def _simple(self, e: ast.expr) -> bool:
+        """Can `e` be evaluated twice with no difference?  (constants, plain locals)"""
+        if isinstance(e, ast.Constant):
+            return True
+        if isinstance(e, ast.Name):
+            s = self.scope
+            if s is None or not s.function_like:
+                return False
+            return s.symbols.get(mangle(e.id, s.class_name)) == _LOCAL
+        return False
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        target = node.target
+        op = f"_cs_{_IOPS[type(node.op)]}"
+        if isinstance(target, ast.Name):
+            node.value = self.visit(node.value)
+            cls = self._classify(target.id)
+            if cls is None:
+                return node
+            load = ast.Name(target.id, ast.Load())
+            ast.copy_location(load, target)
+            pre = self._expr_stmt(self._name_read(load), node)
+            rec = self._name_write_record(target)
+            return [pre, node] + ([rec] if rec is not None else [])
+        temps: list[str] = []
+        out: list[ast.stmt] = []
+
+        def once(e: ast.expr) -> ast.expr:
+            if self._simple(e):
+                return e
+            t = self._temp()
+            temps.append(t)
+            out.append(self._loc(ast.Assign([ast.Name(t, ast.Store())], e), node))
+            return ast.Name(t, ast.Load())
+
+        cname = self.scope.class_name if self.scope else None
+        if isinstance(target, ast.Attribute):
+            obj = once(self.visit(target.value))
+            attr = ast.Constant(mangle(target.attr, cname))
+            site = self._site(target, self.src.segment(target), "attr")
+            read = self._call("ga", [obj, attr, site], target)
+            new = self._loc(ast.Call(ast.Name(op, ast.Load()), [read, self.visit(node.value)], []),
+                            node)  # fmt: skip
+            out.append(self._expr_stmt(self._call("sa", [new, obj, attr, site], target), node))
+        elif isinstance(target, ast.Subscript):
+            obj = once(self.visit(target.value))
+            key = once(self._slice(target.slice))
+            site = self._site(target, self.src.segment(target.value), "item")
+            read = self._call("gi", [obj, key, site], target)
+            new = self._loc(ast.Call(ast.Name(op, ast.Load()), [read, self.visit(node.value)], []),
+                            node)  # fmt: skip
+            out.append(self._expr_stmt(self._call("si", [new, obj, key, site], target), node))
+        else:  # pragma: no cover - the grammar allows nothing else
+            return self.generic_visit(node)
+        if temps:
+            out.append(self._del_temps(temps, node))
+        return out
+
+    def _delete(self, target: ast.expr, old: ast.AST) -> list[ast.stmt]:
+        cname = self.scope.class_name if self.scope else None
+        if isinstance(target, ast.Attribute):
+            site = self._site(target, self.src.segment(target), "attr")
+            call = self._call(
+                "da",
+                [self.visit(target.value), ast.Constant(mangle(target.attr, cname)), site],
+                target,
+            )
+            return [self._expr_stmt(call, old)]
+        if isinstance(target, ast.Subscript):
+            site = self._site(target, self.src.segment(target.value), "item")
+            call = self._call(
+                "di", [self.visit(target.value), self._slice(target.slice), site], target
+            )
+            return [self._expr_stmt(call, old)]
+        if isinstance(target, ast.Name):
+            out: list[ast.stmt] = [self._loc(ast.Delete([target]), old)]
+            rec = self._name_write_record(target)
+            return out + ([rec] if rec is not None else [])
+        if isinstance(target, (ast.Tuple, ast.List)):
+            res: list[ast.stmt] = []
+            for e in target.elts:
+                res += self._delete(e, old)
+            return res
+        return [self._loc(ast.Delete([target]), old)]  # pragma: no cover
+
+    def visit_Delete(self, node: ast.Delete) -> Any:
+        if not any(self._needs(t) for t in node.targets):
+            return node
+        out: list[ast.stmt] = []
+        for t in node.targets:
+            out += self._delete(t, node)
+        return out
+
+    def _loop_target(self, node: ast.For | ast.AsyncFor) -> list[ast.stmt]:
+        if not self._needs(node.target):
+            return []
+        t = self._temp()
+        target = node.target
+        node.target = self._loc(ast.Name(t, ast.Store()), target)
+        return self._assign(target, ast.Name(t, ast.Load()), target)
+
+    def visit_For(self, node: ast.For) -> Any:
+        node.iter = self._wrap_iter(self.visit(node.iter), node.iter)
+        pre = self._loop_target(node)
+        node.body = pre + self._stmts(node.body)
+        node.orelse = self._stmts(node.orelse)
+        return node
+
+    def visit_AsyncFor(self, node: ast.AsyncFor) -> Any:
+        node.iter = self.visit(node.iter)
+        pre = self._loop_target(node)
+        node.body = pre + self._stmts(node.body)
+        node.orelse = self._stmts(node.orelse)
+        return node
+
+    def _visit_with(self, node: ast.With | ast.AsyncWith) -> Any:
+        for item in node.items:
+            item.context_expr = self.visit(item.context_expr)
+        return self._visit_with_items_done(node)
+
+    def _visit_with_items_done(self, node: ast.With | ast.AsyncWith) -> Any:
+        idx = next(
+            (i for i, it in enumerate(node.items)
+             if it.optional_vars is not None and self._needs(it.optional_vars)),
+            None,
+        )  # fmt: skip
+        if idx is None:
+            node.body = self._stmts(node.body)
+            return node
+        # `with a as x.y, b:` is `with a as x.y: with b:` (the store into x.y happens before b
+        # is entered): split there and assign from a temporary.
+        rest = node.items[idx + 1 :]
+        item = node.items[idx]
+        target = item.optional_vars
+        assert target is not None
+        t = self._temp()
+        item.optional_vars = self._loc(ast.Name(t, ast.Store()), target)
+        store = self._assign(target, ast.Name(t, ast.Load()), target)
+        if rest:
+            inner = self._loc(type(node)(items=rest, body=node.body), node)
+            node.body = store + [self._visit_with_items_done(inner)]
+        else:
+            node.body = store + self._stmts(node.body)
+        node.items = node.items[: idx + 1]
+        return node
+
+    visit_With = _visit_with
+    visit_AsyncWith = _visit_with
+
+    # annotations are never rewritten
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        return node
+
+
+def instrument_tree(source: str, filename: str) -> ast.Module:
+    """Parses and instruments `source`; raises SyntaxError for invalid source."""
+    tree = ast.parse(source, filename, "exec")
+    table = symtable.symtable(source, filename, "exec")
+    return Instrumenter(source, filename).run(tree, table)
+
+
+def compile_instrumented(source: str | bytes, filename: str) -> Any:
+    """The code object of the instrumented module (raises SyntaxError like compile())."""
+    if isinstance(source, bytes):
+        import io
+        import tokenize
+
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        source = source.decode(encoding)
+    tree = instrument_tree(source, filename)
+    return compile(tree, filename, "exec", dont_inherit=True)

@@ -1,0 +1,253 @@
+"""asyncio's own synchronisation, made visible to the engine as accesses.
+
+Two parts:
+
+* :func:`install` / :func:`uninstall` (or the :func:`installed` context manager) wrap the public
+  methods of ``asyncio.Lock``, ``Event``, ``Condition``, ``Semaphore``, ``BoundedSemaphore``,
+  ``Barrier`` and ``Queue`` (``PriorityQueue`` and ``LifoQueue`` inherit them) so that every
+  operation records an access to the primitive as a whole object: a write for what changes or
+  waits on its state, a read for pure queries (``locked()``, ``is_set()``, ``qsize()``...).  The
+  paths that never yield are covered (an uncontended ``acquire``, ``get`` on a non-empty queue,
+  ``wait`` on a set event), and an awaiting method records again each time it resumes, in the
+  step it resumes in.  Installation nests; the last uninstall puts back the very objects that
+  were in the classes' ``__dict__``.
+* :class:`RecordingFuture` and :class:`RecordingTask`: the pure-Python future and task with their
+  state changes (``set_result``, ``set_exception``, ``cancel``, completion,
+  ``add_done_callback``) recorded as writes and their observations (``done()``, ``result()``,
+  ``exception()``, ``cancelled()``, awaiting a done future) as reads.  The runner sets
+  ``loop._cs_future_class`` / ``loop._cs_task_class`` to them.
+
+With no explorer attached, or outside a step, each record is one C call that returns at once;
+behaviour is never changed (every wrapper calls the original and returns what it returns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import asyncio.futures
+import asyncio.tasks
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
+
+from chaossloth import _core
+from chaossloth.capture import sites
+
+R, W = 1, 2
+_record = _core.record
+
+#: class -> {method name: access kind}; awaiting methods are detected (coroutine functions)
+SPEC: dict[type, dict[str, int]] = {
+    asyncio.Lock: {"acquire": W, "release": W, "locked": R},
+    asyncio.Event: {"set": W, "clear": W, "wait": R, "is_set": R},
+    # Condition binds acquire/release/locked of its lock at __init__: those are the Lock's
+    asyncio.Condition: {"wait": W, "wait_for": W, "notify": W, "notify_all": W},
+    asyncio.Semaphore: {"acquire": W, "release": W, "locked": R},
+    asyncio.BoundedSemaphore: {"release": W},
+    asyncio.Barrier: {"wait": W, "reset": W, "abort": W},
+    asyncio.Queue: {
+        "put": W, "get": W, "put_nowait": W, "get_nowait": W, "task_done": W, "join": R,
+        "qsize": R, "empty": R, "full": R,
+    },
+}  # fmt: skip
+
+
+def _site(cls: type, name: str) -> int:
+    return sites.register("<asyncio>", 0, 0, f"asyncio.{cls.__name__}.{name}()",
+                          f"asyncio.{cls.__name__}", "sync")  # fmt: skip
+
+
+class _Resuming:
+    """Awaitable that drives a coroutine and records an access of `obj` before it starts and
+    each time it resumes (every resumption is a later step)."""
+
+    __slots__ = ("coro", "kind", "obj", "site")
+
+    def __init__(self, coro: Any, obj: Any, kind: int, site: int) -> None:
+        self.coro, self.obj, self.kind, self.site = coro, obj, kind, site
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, obj, kind, site = self.coro, self.obj, self.kind, self.site
+        send: Any = None
+        throw: BaseException | None = None
+        while True:
+            _record(obj, kind, site)
+            try:
+                if throw is not None:
+                    exc, throw = throw, None
+                    yielded = coro.throw(exc)
+                else:
+                    yielded = coro.send(send)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                send = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # thrown in by the task (cancellation): pass it on
+                throw = exc
+                send = None
+
+
+def _wrap(cls: type, name: str, orig: Any, kind: int) -> Any:
+    site = _site(cls, name)
+    if asyncio.iscoroutinefunction(orig):
+
+        @functools.wraps(orig)
+        async def awaiting(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return await _Resuming(orig(self, *args, **kwargs), self, kind, site)
+
+        return awaiting
+
+    @functools.wraps(orig)
+    def immediate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _record(self, kind, site)
+        return orig(self, *args, **kwargs)
+
+    return immediate
+
+
+_lock = threading.Lock()
+_depth = 0
+_saved: list[tuple[type, str, Any]] = []
+
+
+def install() -> int:
+    """Wraps the primitives' methods (nested calls only count).  Returns a token for
+    :func:`uninstall`."""
+    global _depth
+    with _lock:
+        _depth += 1
+        if _depth == 1:
+            for cls, methods in SPEC.items():
+                for name, kind in methods.items():
+                    orig = cls.__dict__.get(name)
+                    if orig is None:
+                        continue
+                    _saved.append((cls, name, orig))
+                    setattr(cls, name, _wrap(cls, name, orig, kind))
+        return _depth
+
+
+def uninstall(token: int | None = None) -> None:
+    """Undoes one :func:`install`; the last one restores the original methods exactly."""
+    global _depth
+    with _lock:
+        if _depth == 0:
+            return
+        _depth -= 1
+        if _depth == 0:
+            while _saved:
+                cls, name, orig = _saved.pop()
+                setattr(cls, name, orig)
+
+
+def is_installed() -> bool:
+    return _depth > 0
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[None]:
+    """``with installed():`` the primitives record their operations."""
+    token = install()
+    try:
+        yield
+    finally:
+        uninstall(token)
+
+
+# ------------------------------------------------------------------ futures and tasks
+
+_PyFuture: type = asyncio.futures._PyFuture  # type: ignore[attr-defined]
+_PyTask: type = asyncio.tasks._PyTask  # type: ignore[attr-defined]
+
+
+def _fsite(cls: str, name: str) -> int:
+    return sites.register("<asyncio>", 0, 0, f"{cls}.{name}()", f"asyncio.{cls}", "sync")
+
+
+_F = {n: _fsite("Future", n) for n in (
+    "set_result", "set_exception", "cancel", "add_done_callback", "remove_done_callback",
+    "done", "result", "exception", "cancelled", "complete")}  # fmt: skip
+_T = {n: _fsite("Task", n) for n in _F}
+
+
+class RecordingFuture(_PyFuture):  # type: ignore[misc, valid-type]
+    """asyncio's pure-Python Future whose state changes and observations are accesses."""
+
+    def set_result(self, result: Any) -> None:
+        _record(self, W, _F["set_result"])
+        super().set_result(result)
+
+    def set_exception(self, exception: Any) -> None:
+        _record(self, W, _F["set_exception"])
+        super().set_exception(exception)
+
+    def cancel(self, msg: Any = None) -> bool:
+        _record(self, W, _F["cancel"])
+        return super().cancel(msg=msg)
+
+    def add_done_callback(self, fn: Callable[..., Any], *, context: Any = None) -> None:
+        _record(self, W, _F["add_done_callback"])
+        super().add_done_callback(fn, context=context)
+
+    def remove_done_callback(self, fn: Callable[..., Any]) -> int:
+        _record(self, W, _F["remove_done_callback"])
+        return super().remove_done_callback(fn)
+
+    def done(self) -> bool:
+        _record(self, R, _F["done"])
+        return super().done()
+
+    def result(self) -> Any:
+        _record(self, R, _F["result"])
+        return super().result()
+
+    def exception(self) -> Any:
+        _record(self, R, _F["exception"])
+        return super().exception()
+
+    def cancelled(self) -> bool:
+        _record(self, R, _F["cancelled"])
+        return super().cancelled()
+
+
+class RecordingTask(_PyTask):  # type: ignore[misc, valid-type]
+    """asyncio's pure-Python Task, recorded like :class:`RecordingFuture`.  A task completes
+    through ``Future.set_result`` called from its own step (bypassing Task.set_result), so its
+    completion is recorded where every completion goes: scheduling the done-callbacks."""
+
+    def _Future__schedule_callbacks(self) -> None:
+        _record(self, W, _T["complete"])
+        super()._Future__schedule_callbacks()  # type: ignore[misc]
+
+    def cancel(self, msg: Any = None) -> bool:
+        _record(self, W, _T["cancel"])
+        return super().cancel(msg=msg)
+
+    def add_done_callback(self, fn: Callable[..., Any], *, context: Any = None) -> None:
+        _record(self, W, _T["add_done_callback"])
+        super().add_done_callback(fn, context=context)
+
+    def remove_done_callback(self, fn: Callable[..., Any]) -> int:
+        _record(self, W, _T["remove_done_callback"])
+        return super().remove_done_callback(fn)
+
+    def done(self) -> bool:
+        _record(self, R, _T["done"])
+        return super().done()
+
+    def result(self) -> Any:
+        _record(self, R, _T["result"])
+        return super().result()
+
+    def exception(self) -> Any:
+        _record(self, R, _T["exception"])
+        return super().exception()
+
+    def cancelled(self) -> bool:
+        _record(self, R, _T["cancelled"])
+        return super().cancelled()

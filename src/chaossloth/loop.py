@@ -1,0 +1,900 @@
+"""ControlledLoop: an asyncio event loop whose scheduling ChaosSloth controls.
+
+The hot path (ready queue, timer heap, virtual clock, call_soon/call_later/call_at, time, the
+dispatch loop) is C: :class:`chaossloth._core.LoopCore`.  This module adds the rest of the
+:class:`asyncio.AbstractEventLoop` surface in Python, as uvloop does
+(``class Loop(_BaseLoop, AbstractEventLoop)``).
+
+Semantics, in one place:
+
+* **Order.**  Without an explorer, callbacks run in exactly the order of stock asyncio's
+  ``BaseEventLoop._run_once`` (3.11): each iteration moves the due timers to the ready queue
+  (deadline order; equal deadlines in the order stock's heapq pops them) and then runs exactly
+  the callbacks that were ready when it started.
+* **Virtual time.**  ``loop.time()`` starts at 0.0 and only moves when nothing is ready, to the
+  earliest pending deadline, so ``await asyncio.sleep(3600)`` returns at once.  A timer is due
+  when ``when <= loop.time()``.
+* **Explorer.**  ``loop._cs_attach(explorer)`` routes every step through the C engine; see
+  ARCHITECTURE.md for actor identity and the enabled set.  Timer modes: ``"strict"`` (timers
+  fire in deadline order; equal deadlines are a real choice) and ``"relaxed"`` (any pending
+  timer may fire at any choice point, the clock becoming ``max(now, when)``).
+* **No real I/O.**  Sockets, pipes, subprocesses, signals and DNS raise
+  :class:`~chaossloth.errors.UnsupportedOperation`; callbacks from other threads raise
+  :class:`~chaossloth.errors.NondeterminismError`; ``run_in_executor``/``to_thread`` run the
+  function in its own step on the loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import os
+import sys
+import threading
+import traceback
+import warnings
+import weakref
+from asyncio import coroutines, events, futures, tasks
+from collections.abc import Callable, Coroutine
+from types import FrameType
+from typing import Any, TypeVar
+
+from chaossloth import _core
+from chaossloth.errors import (
+    DeadlockError,
+    InputError,
+    NondeterminismError,
+    ScheduleDivergedError,
+    StepBudgetExceeded,
+    UnsupportedOperation,
+)
+
+__all__ = ["ControlledLoop", "EventLoopPolicy", "new_event_loop", "run"]
+
+logger = logging.getLogger("asyncio")  # stock loops log to this logger
+
+_T = TypeVar("_T")
+_ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
+_OUR_DIR = os.path.dirname(__file__) + os.sep
+_TIMER_MODES = ("strict", "relaxed")
+_RUN_STOPPED, _RUN_IDLE, _RUN_FOREIGN = 0, 1, 2
+
+
+def _run_until_complete_cb(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        exc = fut.exception()
+        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            # Issue #22429: run_forever() already finished, no need to stop it.
+            return
+    futures._get_loop(fut).stop()
+
+
+def _run_job(fut: asyncio.Future[Any], func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """The step that stands for an executor job: runs ``func(*args)`` into ``fut``."""
+    if fut.cancelled():
+        return
+    try:
+        result = func(*args)
+    except BaseException as exc:  # noqa: BLE001 - an executor reports every exception
+        if not fut.cancelled():
+            fut.set_exception(exc)
+    else:
+        if not fut.cancelled():
+            fut.set_result(result)
+
+
+class _AsyncGenSet:
+    """The loop's live async generators, weakly held, iterated in first-use order (stock uses a
+    WeakSet, whose order depends on addresses and so differs between runs)."""
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref[Any]] = {}
+
+    def add(self, agen: Any) -> None:
+        key = id(agen)
+
+        def gone(_: Any, key: int = key, refs: dict[int, Any] = self._refs) -> None:
+            refs.pop(key, None)
+
+        self._refs[key] = weakref.ref(agen, gone)
+
+    def discard(self, agen: Any) -> None:
+        ref = self._refs.get(id(agen))
+        if ref is not None and ref() is agen:
+            del self._refs[id(agen)]
+
+    def snapshot(self) -> list[Any]:
+        return [a for a in (r() for r in list(self._refs.values())) if a is not None]
+
+    def clear(self) -> None:
+        self._refs.clear()
+
+    def __len__(self) -> int:
+        return len(self.snapshot())
+
+
+_UNSUPPORTED = {
+    "add_reader": "watching a file descriptor",
+    "remove_reader": "watching a file descriptor",
+    "add_writer": "watching a file descriptor",
+    "remove_writer": "watching a file descriptor",
+    "sock_recv": "socket I/O",
+    "sock_recv_into": "socket I/O",
+    "sock_recvfrom": "socket I/O",
+    "sock_recvfrom_into": "socket I/O",
+    "sock_sendall": "socket I/O",
+    "sock_sendto": "socket I/O",
+    "sock_connect": "socket I/O",
+    "sock_accept": "socket I/O",
+    "sock_sendfile": "socket I/O",
+    "create_connection": "opening a network connection",
+    "create_server": "serving on a network socket",
+    "create_datagram_endpoint": "opening a datagram socket",
+    "create_unix_connection": "opening a Unix socket",
+    "create_unix_server": "serving on a Unix socket",
+    "connect_accepted_socket": "wrapping a real socket",
+    "sendfile": "sending a file over a transport",
+    "start_tls": "TLS on a real transport",
+    "subprocess_exec": "running a subprocess",
+    "subprocess_shell": "running a subprocess",
+    "add_signal_handler": "handling OS signals",
+    "remove_signal_handler": "handling OS signals",
+    "getaddrinfo": "DNS resolution",
+    "getnameinfo": "DNS resolution",
+    "connect_read_pipe": "reading a real pipe",
+    "connect_write_pipe": "writing a real pipe",
+}
+
+
+def _unsupported(name: str, what: str) -> Callable[..., Any]:
+    def method(self: ControlledLoop, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedOperation(
+            f"loop.{name}() ({what}) is not supported on ChaosSloth's controlled loop: the loop "
+            "owns time and scheduling, and real I/O would make runs irreproducible; fake the "
+            "I/O with in-process futures or asyncio.Queue objects instead."
+        )
+
+    method.__name__ = name
+    method.__qualname__ = f"ControlledLoop.{name}"
+    method.__doc__ = f"Unsupported ({what}): raises UnsupportedOperation."
+    return method
+
+
+class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore[misc]
+    """An asyncio event loop with virtual time whose every scheduling decision can be made by
+    ChaosSloth's engine (see the module docstring).
+
+    ``timers`` is ``"strict"`` or ``"relaxed"``; ``max_steps`` bounds the steps of a run made
+    without an explorer (livelock guard); ``debug`` as for stock loops.
+    """
+
+    def __init__(
+        self, *, timers: str = "strict", max_steps: int | None = None, debug: bool | None = None
+    ) -> None:
+        if timers not in _TIMER_MODES:
+            raise InputError(f"timers must be 'strict' or 'relaxed', not {timers!r}")
+        if max_steps is not None and (
+            not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1
+        ):
+            raise InputError(f"max_steps must be a positive integer or None, not {max_steps!r}")
+        self._cs_timers = timers
+        self._cs_max_steps = max_steps
+        self._thread_id: int | None = None
+        self._exception_handler: Callable[[Any, dict[str, Any]], Any] | None = None
+        self._task_factory: Callable[..., Any] | None = None
+        self._asyncgens = _AsyncGenSet()
+        self._asyncgens_shutdown_called = False
+        self._executor_shutdown_called = False
+        self._default_executor: Any = None
+        self._coroutine_origin_tracking_enabled = False
+        self._coroutine_origin_tracking_saved_depth: int | None = None
+        self._cs_foreign_error: str | None = None
+        self._cs_created: list[weakref.ref[Any]] = []
+        self._cs_created_pruned = 64
+        self.set_debug(coroutines._is_debug_mode() if debug is None else bool(debug))
+
+    def __repr__(self) -> str:
+        return (
+            f"<{self.__class__.__name__} running={self.is_running()} "
+            f"closed={self.is_closed()} debug={self.get_debug()} timers={self._cs_timers}>"
+        )
+
+    # ------------------------------------------------------------------ tasks and futures
+
+    def create_task(
+        self,
+        coro: Coroutine[Any, Any, _T],
+        *,
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[_T]:
+        """Schedule a coroutine; honours set_task_factory and ``_cs_task_class``."""
+        self._check_closed()
+        if self._task_factory is None:
+            cls = self._cs_task_class or tasks.Task
+            task = cls(coro, loop=self, name=name, context=context)
+            if task._source_traceback:
+                del task._source_traceback[-1]
+        else:
+            if context is None:
+                task = self._task_factory(self, coro)
+            else:
+                task = self._task_factory(self, coro, context=context)
+            tasks._set_task_name(task, name)
+        self._cs_created.append(weakref.ref(task))
+        if len(self._cs_created) > self._cs_created_pruned:
+            self._cs_created = [r for r in self._cs_created if r() is not None]
+            self._cs_created_pruned = max(64, 2 * len(self._cs_created))
+        return task
+
+    def set_task_factory(self, factory: Callable[..., Any] | None) -> None:
+        if factory is not None and not callable(factory):
+            raise TypeError("task factory must be a callable or None")
+        self._task_factory = factory
+
+    def get_task_factory(self) -> Callable[..., Any] | None:
+        return self._task_factory
+
+    # --------------------------------------------------------------------- running
+
+    def _check_closed(self) -> None:
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+
+    def _check_running(self) -> None:
+        if self.is_running():
+            raise RuntimeError("This event loop is already running")
+        if events._get_running_loop() is not None:
+            raise RuntimeError("Cannot run the event loop while another loop is running")
+
+    def _check_thread(self) -> None:
+        if self._thread_id is None:
+            return
+        if threading.get_ident() != self._thread_id:
+            raise RuntimeError(
+                "Non-thread-safe operation invoked on an event loop other than the current one"
+            )
+
+    def _check_callback(self, callback: Any, method: str) -> None:
+        if coroutines.iscoroutine(callback) or coroutines.iscoroutinefunction(callback):
+            raise TypeError(f"coroutines cannot be used with {method}()")
+        if not callable(callback):
+            raise TypeError(f"a callable object was expected by {method}(), got {callback!r}")
+
+    def run_forever(self) -> None:
+        """Run until stop() is called.
+
+        Raises DeadlockError when nothing can run any more (nothing ready, no timer pending)
+        before stop() was called, StepBudgetExceeded when the step budget runs out,
+        ScheduleDivergedError when an explorer's prescribed step is not enabled, and
+        NondeterminismError when another thread scheduled a callback.
+        """
+        self._check_closed()
+        self._check_running()
+        self._set_coroutine_origin_tracking(self._debug)
+        old_agen_hooks = sys.get_asyncgen_hooks()
+        try:
+            self._thread_id = threading.get_ident()
+            sys.set_asyncgen_hooks(
+                firstiter=self._asyncgen_firstiter_hook, finalizer=self._asyncgen_finalizer_hook
+            )
+            events._set_running_loop(self)
+            try:
+                status = self._run_steps()
+            except _core.BudgetError:
+                raise self._budget_error() from None
+            except _core.DivergedError:
+                raise self._diverged_error() from None
+            if status == _RUN_IDLE:
+                raise self._deadlock_error()
+            if status == _RUN_FOREIGN:
+                raise NondeterminismError(
+                    self._cs_foreign_error or "a callback was scheduled from another thread"
+                )
+        finally:
+            self._stopping = False
+            self._thread_id = None
+            events._set_running_loop(None)
+            self._set_coroutine_origin_tracking(False)
+            sys.set_asyncgen_hooks(*old_agen_hooks)
+
+    def run_until_complete(self, future: Any) -> Any:
+        """Run until the future (or coroutine, wrapped in a task) is done; return its result.
+
+        Raises DeadlockError if the loop runs out of steps before the future is done.
+        """
+        self._check_closed()
+        self._check_running()
+        new_task = not futures.isfuture(future)
+        future = tasks.ensure_future(future, loop=self)
+        if new_task:
+            # an exception is raised if it does not complete: no "destroyed pending" warning
+            future._log_destroy_pending = False
+        future.add_done_callback(_run_until_complete_cb)
+        try:
+            self.run_forever()
+        except BaseException:
+            if new_task and future.done() and not future.cancelled():
+                # the coroutine raised a BaseException; consume it so nothing is logged
+                future.exception()
+            raise
+        finally:
+            future.remove_done_callback(_run_until_complete_cb)
+        if not future.done():
+            raise RuntimeError("Event loop stopped before Future completed.")
+        return future.result()
+
+    def stop(self) -> None:
+        """Stop after the current iteration (every callback already ready still runs)."""
+        self._stopping = True
+
+    def is_running(self) -> bool:
+        return self._thread_id is not None
+
+    def is_closed(self) -> bool:
+        return bool(self._closed)
+
+    def close(self) -> None:
+        """Close the loop: drop every scheduled callback.  The loop must not be running."""
+        if self.is_running():
+            raise RuntimeError("Cannot close a running event loop")
+        if self._closed:
+            return
+        if self._debug:
+            logger.debug("Close %r", self)
+        self._closed = True
+        self._cs_clear()
+        self._executor_shutdown_called = True
+        self._default_executor = None
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        if not self.is_closed():
+            _warn(f"unclosed event loop {self!r}", ResourceWarning, source=self)
+            if not self.is_running():
+                self.close()
+
+    # ---------------------------------------------------------------------- debug
+
+    def set_debug(self, enabled: bool) -> None:
+        self._debug = bool(enabled)
+        if self.is_running():
+            self.call_soon(self._set_coroutine_origin_tracking, enabled)
+
+    def _set_coroutine_origin_tracking(self, enabled: bool) -> None:
+        if bool(enabled) == bool(self._coroutine_origin_tracking_enabled):
+            return
+        if enabled:
+            self._coroutine_origin_tracking_saved_depth = sys.get_coroutine_origin_tracking_depth()
+            sys.set_coroutine_origin_tracking_depth(10)
+        else:
+            sys.set_coroutine_origin_tracking_depth(
+                self._coroutine_origin_tracking_saved_depth or 0
+            )
+        self._coroutine_origin_tracking_enabled = enabled
+
+    # ---------------------------------------------------------- exception handling
+
+    def get_exception_handler(self) -> Callable[[Any, dict[str, Any]], Any] | None:
+        return self._exception_handler
+
+    def set_exception_handler(self, handler: Callable[[Any, dict[str, Any]], Any] | None) -> None:
+        if handler is not None and not callable(handler):
+            raise TypeError(f"A callable object or None is expected, got {handler!r}")
+        self._exception_handler = handler
+
+    def default_exception_handler(self, context: dict[str, Any]) -> None:
+        """Log the context's message and details to the "asyncio" logger, as stock loops do."""
+        message = context.get("message") or "Unhandled exception in event loop"
+        exception = context.get("exception")
+        exc_info: Any = (
+            (type(exception), exception, exception.__traceback__)
+            if exception is not None
+            else False
+        )
+        current = self._current_handle
+        if "source_traceback" not in context and current is not None and current._source_traceback:
+            context["handle_traceback"] = current._source_traceback
+        log_lines = [message]
+        for key in sorted(context):
+            if key in {"message", "exception"}:
+                continue
+            value = context[key]
+            if key == "source_traceback":
+                tb = "".join(traceback.format_list(value))
+                value = "Object created at (most recent call last):\n" + tb.rstrip()
+            elif key == "handle_traceback":
+                tb = "".join(traceback.format_list(value))
+                value = "Handle created at (most recent call last):\n" + tb.rstrip()
+            else:
+                value = repr(value)
+            log_lines.append(f"{key}: {value}")
+        logger.error("\n".join(log_lines), exc_info=exc_info)
+
+    def call_exception_handler(self, context: dict[str, Any]) -> None:
+        """Call the handler set with set_exception_handler(), else the default one."""
+        if self._exception_handler is None:
+            try:
+                self.default_exception_handler(context)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException:  # second protection layer, as stock
+                logger.error("Exception in default exception handler", exc_info=True)  # noqa: G201
+            return
+        try:
+            self._exception_handler(self, context)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the user's handler broke, as stock
+            try:
+                self.default_exception_handler(
+                    {
+                        "message": "Unhandled error in exception handler",
+                        "exception": exc,
+                        "context": context,
+                    }
+                )
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException:
+                logger.error(  # noqa: G201 - same record as stock
+                    "Exception in default exception handler while handling an unexpected "
+                    "error in custom exception handler",
+                    exc_info=True,
+                )
+
+    # ------------------------------------------------------------- async generators
+
+    def _asyncgen_finalizer_hook(self, agen: Any) -> None:
+        self._asyncgens.discard(agen)
+        if not self.is_closed():
+            self.call_soon(self.create_task, agen.aclose())
+
+    def _asyncgen_firstiter_hook(self, agen: Any) -> None:
+        if self._asyncgens_shutdown_called:
+            warnings.warn(
+                f"asynchronous generator {agen!r} was scheduled after "
+                f"loop.shutdown_asyncgens() call",
+                ResourceWarning,
+                source=self,
+            )
+        self._asyncgens.add(agen)
+
+    async def shutdown_asyncgens(self) -> None:
+        """Close every live async generator (in the order they were first iterated)."""
+        self._asyncgens_shutdown_called = True
+        closing = self._asyncgens.snapshot()
+        if not closing:
+            return
+        self._asyncgens.clear()
+        results = await tasks.gather(*[ag.aclose() for ag in closing], return_exceptions=True)
+        for result, agen in zip(results, closing):
+            if isinstance(result, Exception):
+                self.call_exception_handler(
+                    {
+                        "message": f"an error occurred during closing of "
+                        f"asynchronous generator {agen!r}",
+                        "exception": result,
+                        "asyncgen": agen,
+                    }
+                )
+
+    # -------------------------------------------------------------------- executors
+
+    def run_in_executor(self, executor: Any, func: Callable[..., _T], *args: Any) -> Any:
+        """Run ``func(*args)`` deterministically: in a step of its own, on the loop thread.
+
+        The controlled loop never starts threads: the function runs as one callback (its own
+        actor, so an explorer may order it against everything else), with an empty context as
+        a fresh executor thread would have, and its result or exception goes into the returned
+        future.  ``executor`` is accepted and ignored.  A job cancelled before it runs is
+        skipped.
+        """
+        self._check_closed()
+        if self._debug:
+            self._check_callback(func, "run_in_executor")
+        if executor is None and self._executor_shutdown_called:
+            raise RuntimeError("Executor shutdown has been called")
+        fut = self.create_future()
+        self.call_soon(_run_job, fut, func, args, context=contextvars.Context())
+        return fut
+
+    def set_default_executor(self, executor: Any) -> None:
+        """Accepted for compatibility; jobs run on the loop thread regardless."""
+        self._default_executor = executor
+
+    async def shutdown_default_executor(self) -> None:
+        """Nothing to wait for: jobs run in steps of the loop itself."""
+        self._executor_shutdown_called = True
+
+    # --------------------------------------------------------------- foreign threads
+
+    def _cs_foreign_call(self, callback: Any) -> None:
+        thread = threading.current_thread().name
+        msg = (
+            f"call_soon_threadsafe({_callback_name(callback)}) was called from thread "
+            f"{thread!r}, not from the thread running the controlled loop: callbacks that "
+            "arrive from other threads make the schedule irreproducible; run that work as a "
+            "coroutine, or through loop.run_in_executor / asyncio.to_thread (which the "
+            "controlled loop runs deterministically on its own thread)."
+        )
+        self._cs_foreign_error = msg
+        raise NondeterminismError(msg)
+
+    # ------------------------------------------------------------ errors and naming
+
+    def _cs_tasks_in_order(self) -> list[Any]:
+        """This loop's unfinished tasks, in creation order (tasks made without create_task
+        come last, by name)."""
+        pending = {id(t): t for t in tasks.all_tasks(self)}
+        ordered = []
+        for ref in self._cs_created:
+            t = ref()
+            if t is not None and id(t) in pending:
+                ordered.append(pending.pop(id(t)))
+        ordered.extend(sorted(pending.values(), key=lambda t: t.get_name()))
+        return ordered
+
+    def _cs_actor_name(self, actor: int) -> str:
+        """A readable name of an actor of the current execution (for messages)."""
+        info = self._cs_actors().get(actor)
+        if isinstance(info, str):
+            kinds = self._cs_actor_kinds
+            if kinds.get(actor) == "Task":
+                return f"Task {info!r} (finished)"
+            return f"callback {info}"
+        if info is not None:
+            return f"Task {info.get_name()!r} ({_coro_name(info)})"
+        ex = self._cs_explorer
+        if ex is None:
+            return f"actor {actor}"
+        try:
+            parent, index = ex.actor_path(actor)
+        except (ValueError, TypeError, IndexError):
+            return f"actor {actor}"
+        if parent is None:
+            return f"actor {actor} (root #{index})"
+        return f"actor {actor} (creation #{index} of {self._cs_actor_name(parent)})"
+
+    def _budget_error(self) -> StepBudgetExceeded:
+        ex = self._cs_explorer
+        if ex is not None:
+            try:
+                steps = len(ex.schedule())
+            except RuntimeError:
+                steps = self._cs_steps
+        else:
+            steps = self._cs_steps
+        return StepBudgetExceeded(
+            f"step budget exhausted: the run used all {steps} steps of its budget without "
+            "finishing (a livelock, or a workload longer than the budget); raise the budget "
+            "with --max-steps (max_steps=...) if the program is simply long.",
+            steps=steps,
+        )
+
+    def _diverged_error(self) -> ScheduleDivergedError:
+        ex = self._cs_explorer
+        div = ex.divergence() if ex is not None else None
+        enabled = list(self._cs_div_enabled or [])
+        names = ", ".join(self._cs_actor_name(a) for a in enabled) or "nothing"
+        if not div:
+            return ScheduleDivergedError(
+                f"the schedule diverged: the prescribed step was not enabled (enabled: {names}).",
+                enabled=enabled,
+            )
+        step, expected = div.get("step"), div.get("expected")
+        exp_name = self._cs_actor_name(expected) if expected is not None else "?"
+        return ScheduleDivergedError(
+            f"the schedule diverged at step {step}: it prescribes {exp_name}, which is not "
+            f"enabled; enabled were: {names}. The program did not repeat its behaviour under "
+            "the same schedule (wall-clock time, unseeded randomness, I/O, threads or "
+            "hash-order dependence), so this run proves nothing.",
+            step=step,
+            expected=expected,
+            enabled=enabled,
+        )
+
+    def _deadlock_error(self) -> DeadlockError:
+        pending = [t for t in self._cs_tasks_in_order() if not t.done()]
+        blocked: list[tuple[str, str | None, str]] = []
+        lines = []
+        for t in pending:
+            name = t.get_name()
+            site = _suspension_site(t)
+            what = _waits_for(t)
+            blocked.append((name, site, what))
+            where = f"suspended at {site}" if site else "not started"
+            lines.append(f"  - task {name!r} ({_coro_name(t)}) {where}, waiting for {what}")
+        if not pending:
+            msg = (
+                "deadlock: nothing can run (no callback ready, no timer pending) and no task is "
+                "left, but the awaited future was never completed and loop.stop() was not "
+                "called."
+            )
+        else:
+            n = len(pending)
+            msg = (
+                "deadlock: nothing can run (no callback ready, no timer pending) while "
+                f"{n} task{'s' if n != 1 else ''} still wait{'s' if n == 1 else ''}:\n"
+                + "\n".join(lines)
+            )
+        return DeadlockError(msg, blocked, pending)
+
+
+for _name, _what in _UNSUPPORTED.items():
+    setattr(ControlledLoop, _name, _unsupported(_name, _what))
+del _name, _what
+
+
+# ------------------------------------------------------------------ deadlock helpers
+
+
+def _callback_name(cb: Any) -> str:
+    return str(getattr(cb, "__qualname__", None) or getattr(cb, "__name__", None) or repr(cb))
+
+
+def _coro_name(task: Any) -> str:
+    try:
+        coro = task.get_coro()
+    except AttributeError:
+        return "?"
+    name = getattr(coro, "__qualname__", None) or type(coro).__name__
+    return f"{name}()"
+
+
+def _coro_frames(task: Any) -> list[FrameType]:
+    """The frames of a task's await chain, outermost first."""
+    frames = []
+    obj = getattr(task, "_coro", None) or task.get_coro()
+    for _ in range(64):
+        frame = getattr(obj, "cr_frame", None) or getattr(obj, "gi_frame", None)
+        if frame is None:
+            break
+        frames.append(frame)
+        nxt = getattr(obj, "cr_await", None)
+        if nxt is None:
+            nxt = getattr(obj, "gi_yieldfrom", None)
+        if nxt is None:
+            break
+        obj = nxt
+    return frames
+
+
+def _is_internal(frame: FrameType) -> bool:
+    f = frame.f_code.co_filename
+    return f.startswith((_ASYNCIO_DIR, _OUR_DIR))
+
+
+def _suspension_site(task: Any) -> str | None:
+    frames = _coro_frames(task)
+    if not frames:
+        return None
+    user = [f for f in frames if not _is_internal(f)]
+    f = (user or frames)[-1]
+    return f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+_PRIMITIVES: tuple[type, ...] = (
+    asyncio.Lock,
+    asyncio.Event,
+    asyncio.Condition,
+    asyncio.Semaphore,
+    asyncio.Barrier,
+    asyncio.Queue,
+)
+
+
+def _name_in(obj: Any, frames: list[FrameType]) -> str | None:
+    """A source-level name for ``obj`` seen from the user's frames (innermost first):
+    a local, an attribute of a local (``self.lock``), or a global."""
+    for frame in reversed(frames):
+        if _is_internal(frame):
+            continue
+        local_items = list(frame.f_locals.items())
+        for k, v in local_items:
+            if v is obj:
+                return k
+        for k, v in local_items:
+            d = getattr(v, "__dict__", None)
+            if isinstance(d, dict):
+                for ak, av in d.items():
+                    if av is obj:
+                        return f"{k}.{ak}"
+        for k, v in frame.f_globals.items():
+            if v is obj:
+                return k
+    return None
+
+
+def _primitive_state(obj: Any) -> str:
+    if isinstance(obj, asyncio.Lock):
+        return "locked" if obj.locked() else "unlocked"
+    if isinstance(obj, asyncio.Event):
+        return "set" if obj.is_set() else "never set"
+    if isinstance(obj, asyncio.Semaphore):
+        return f"value {obj._value}"
+    if isinstance(obj, asyncio.Barrier):
+        return f"{obj.n_waiting}/{obj.parties} waiting"
+    if isinstance(obj, asyncio.Queue):
+        return f"{obj.qsize()} item(s), maxsize {obj.maxsize}"
+    if isinstance(obj, asyncio.Condition):
+        return "its lock " + ("locked" if obj.locked() else "unlocked")
+    return ""
+
+
+def _task_label(t: Any) -> str:
+    return f"task {t.get_name()!r} ({_coro_name(t)})"
+
+
+def _waits_for(task: Any) -> str:
+    frames = _coro_frames(task)
+    for frame in frames:
+        obj = frame.f_locals.get("self")
+        if isinstance(obj, _PRIMITIVES):
+            name = _name_in(obj, frames) or f"at 0x{id(obj):x}"
+            state = _primitive_state(obj)
+            method = frame.f_code.co_name
+            if method == "__aenter__":
+                method = "acquire"  # `async with primitive:`
+            return f"{type(obj).__name__}.{method}() on {name}" + (f" ({state})" if state else "")
+        if isinstance(obj, asyncio.TaskGroup):
+            children = [t for t in getattr(obj, "_tasks", ()) if not t.done()]
+            labels = ", ".join(_task_label(t) for t in children)
+            return f"its TaskGroup's tasks to finish ({labels or 'none left'})"
+    waiter = getattr(task, "_fut_waiter", None)
+    if waiter is None:
+        return "nothing it can be woken by (no pending future)"
+    if isinstance(waiter, asyncio.Task):
+        return f"{_task_label(waiter)} to finish"
+    children = getattr(waiter, "_children", None)
+    if children is not None:
+        pending = [c for c in children if not c.done()]
+        labels = ", ".join(
+            _task_label(c) if isinstance(c, asyncio.Task) else "a Future" for c in pending
+        )
+        return f"gather() of {len(children)} awaitables, unfinished: {labels or 'none'}"
+    for frame in frames:
+        code = frame.f_code
+        if code.co_filename.startswith(_ASYNCIO_DIR) and code.co_name in ("_wait", "wait"):
+            fs = frame.f_locals.get("fs")
+            if fs:
+                labels = ", ".join(
+                    _task_label(f) if isinstance(f, asyncio.Task) else "a Future"
+                    for f in fs
+                    if not f.done()
+                )
+                return f"asyncio.wait() on: {labels}"
+    created = ""
+    stb = getattr(waiter, "_source_traceback", None)
+    if stb:
+        created = f" created at {stb[-1][0]}:{stb[-1][1]}"
+    return f"a {type(waiter).__name__}{created} that nothing completes"
+
+
+# ---------------------------------------------------------------------- entry points
+
+
+class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,valid-type]
+    """An event loop policy whose loops are ControlledLoops (keyword arguments go to each)."""
+
+    def __init__(self, **loop_kwargs: Any) -> None:
+        super().__init__()
+        self._cs_loop_kwargs = loop_kwargs
+
+    def new_event_loop(self) -> ControlledLoop:
+        return ControlledLoop(**self._cs_loop_kwargs)
+
+
+def new_event_loop(**kwargs: Any) -> ControlledLoop:
+    """A new ControlledLoop (``timers=``, ``max_steps=``, ``debug=``)."""
+    return ControlledLoop(**kwargs)
+
+
+_STRATEGIES = ("fifo", "random", "replay", "pct", "pos", "dpor", "exhaustive")
+
+
+def run(
+    main: Coroutine[Any, Any, _T],
+    *,
+    debug: bool | None = None,
+    timers: str = "strict",
+    max_steps: int | None = None,
+    strategy: str = "fifo",
+    seed: int = 0,
+) -> _T:
+    """Run a coroutine on a new ControlledLoop and return its result, like ``asyncio.run``.
+
+    Leftover tasks are cancelled (in creation order) and async generators shut down before the
+    loop closes.  ``strategy`` other than ``"fifo"`` runs one execution under that strategy of
+    the engine (``seed`` for the randomised ones); ``max_steps`` bounds the run.
+    """
+    if events._get_running_loop() is not None:
+        raise RuntimeError("chaossloth.run() cannot be called from a running event loop")
+    if not coroutines.iscoroutine(main):
+        raise ValueError(f"a coroutine was expected, got {main!r}")
+    try:
+        if strategy not in _STRATEGIES or strategy == "replay":
+            raise InputError(
+                f"strategy must be one of fifo, random, pct, pos, dpor, exhaustive, not "
+                f"{strategy!r}"
+            )
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise InputError(f"seed must be a non-negative integer, not {seed!r}")
+        loop = ControlledLoop(timers=timers, max_steps=max_steps, debug=debug)
+    except InputError:
+        main.close()
+        raise
+    explorer = None
+    outcome = _core.OUTCOME_OK if hasattr(_core, "OUTCOME_OK") else 0
+    broken = False
+    events.set_event_loop(loop)
+    try:
+        if strategy != "fifo":
+            try:
+                explorer = _core.Explorer(strategy, seed=seed, max_steps=max_steps or 0)
+            except (ValueError, TypeError) as exc:
+                raise InputError(str(exc)) from None
+            if not explorer.begin():
+                raise InputError(f"strategy {strategy!r} has no execution to run")
+            loop._cs_attach(explorer)
+        try:
+            task = loop.create_task(main)
+        except BaseException:
+            main.close()
+            raise
+        try:
+            return loop.run_until_complete(task)
+        except (DeadlockError, StepBudgetExceeded, ScheduleDivergedError, NondeterminismError):
+            broken = True
+            outcome = getattr(_core, "OUTCOME_ABORTED", 2)
+            raise
+        except BaseException:
+            outcome = getattr(_core, "OUTCOME_FAILED", 1)
+            raise
+    finally:
+        try:
+            if broken:
+                _silence_leftovers(loop)
+            else:
+                _cancel_all_tasks(loop)
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            if explorer is not None:
+                loop._cs_detach()
+                with contextlib.suppress(RuntimeError):  # already over after an engine error
+                    explorer.end(outcome)
+            events.set_event_loop(None)
+            loop.close()
+
+
+def _cancel_all_tasks(loop: ControlledLoop) -> None:
+    to_cancel = loop._cs_tasks_in_order()
+    if not to_cancel:
+        return
+    for task in to_cancel:
+        task.cancel()
+    loop.run_until_complete(tasks.gather(*to_cancel, return_exceptions=True))
+    for task in to_cancel:
+        if task.cancelled():
+            continue
+        if task.exception() is not None:
+            loop.call_exception_handler(
+                {
+                    "message": "unhandled exception during asyncio.run() shutdown",
+                    "exception": task.exception(),
+                    "task": task,
+                }
+            )
+
+
+def _silence_leftovers(loop: ControlledLoop) -> None:
+    """After a deadlock or budget stop the leftover tasks cannot be cancelled by running the
+    loop further; drop them without the "Task was destroyed but it is pending" noise."""
+    for task in loop._cs_tasks_in_order():
+        task._log_destroy_pending = False
+        coro = task.get_coro()
+        # a coroutine that refuses to close is left to the GC
+        with contextlib.suppress(Exception):
+            coro.close()

@@ -1,0 +1,362 @@
+"""Reports: the staged terminal output, the hazard wording, the JSON report, the Mermaid diagram.
+
+Hazard classification (from the diagnosis of the minimal failing schedule)
+-------------------------------------------------------------------------
+
+The engine (engine/diagnose.c) reports AVIO findings: a local pair p, c of accesses by one task to
+one resource with a remote access r by another task between them, where the interleaving
+p-r-c is not equivalent to any serial order of the three (Lu et al., ASPLOS 2006). The hazard
+named to the user is, in this order of precedence:
+
+==================  ===================================================================
+``deadlock``        the execution ended with tasks waiting on each other (wait-for cycle)
+``livelock``        the execution never ended within the step budget, though the
+                    default order terminates
+``cancellation``    the failure is a ``CancelledError``/``TimeoutError``, or the failing
+                    schedule needed a cancellation or timeout inside the window
+``lost-update``     R-W-W: the task read, another task wrote, the task wrote a value
+                    computed from its stale read (the other write is lost)
+``check-then-act``  R-W-R: the task checked, another task changed it, the task read it
+                    again (non-repeatable read); also R-W-W when the local read is the
+                    test of an ``if``/``while``/``assert`` (the act was decided on a
+                    stale check: double initialisation, cache stampede)
+``dirty-read``      W-R-W: another task read an intermediate value between two writes
+``order-violation`` W-W-R: the task wrote, another task overwrote it, the task read back
+                    a value it did not write; also the engine's order-violation findings
+``exception``       a task raised and no access pattern explains it
+==================  ===================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+HAZARDS = (
+    "lost-update",
+    "check-then-act",
+    "dirty-read",
+    "order-violation",
+    "deadlock",
+    "cancellation",
+    "livelock",
+    "exception",
+)
+
+PATTERN_HAZARD = {
+    "R-W-W": "lost-update",
+    "R-W-R": "check-then-act",
+    "W-R-W": "dirty-read",
+    "W-W-R": "order-violation",
+}
+
+HAZARD_TITLE = {
+    "lost-update": "lost update",
+    "check-then-act": "check-then-act race",
+    "dirty-read": "dirty read",
+    "order-violation": "order violation",
+    "deadlock": "deadlock",
+    "cancellation": "cancellation race",
+    "livelock": "livelock",
+    "exception": "exception",
+}
+
+_CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b")
+
+# ------------------------------------------------------------------ stages
+
+STAGES: tuple[tuple[str, str], ...] = (
+    ("capture", "Capture event-loop telemetry"),
+    ("alphabet", "Build the alphabet: events, resources, dependency"),
+    ("collapse", "Collapse equivalent schedules (explore)"),
+    ("collision window", "Estimate the collision window"),
+    ("diagnosis", "Diagnose the hazard"),
+    ("synthesis", "Synthesize ordered locks"),
+    ("adversarial replay", "Adversarial replay of the patch"),
+    ("verdict", "Verdict"),
+)
+_TITLE_WIDTH = 52
+
+
+@dataclass
+class StageTime:
+    name: str
+    seconds: float
+    status: str = "ran"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "seconds": round(self.seconds, 6)}
+
+
+class StagePrinter:
+    """Prints "[i/8] Title ..... 0.41s" as each stage ends, then its detail lines."""
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
+        self.times: list[StageTime] = []
+        self._details: list[str] = []
+
+    def say(self, line: str) -> None:
+        self._details.append(line)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        index = [s[0] for s in STAGES].index(name)
+        self._details = []
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            secs = time.perf_counter() - t0
+            self.times.append(StageTime(name, secs))
+            self._emit(index, f"{secs:.2f}s")
+
+    def skipped(self, name: str, why: str) -> None:
+        index = [s[0] for s in STAGES].index(name)
+        self._details = []
+        self._emit(index, why)
+
+    def _emit(self, index: int, tail: str) -> None:
+        if self.out is None:
+            return
+        title = STAGES[index][1]
+        dots = "." * max(3, _TITLE_WIDTH - len(title))
+        self.out.write(f"[{index + 1}/{len(STAGES)}] {title} {dots} {tail}\n")
+        for line in self._details:
+            self.out.write(f"      {line}\n")
+        self.out.flush()
+
+
+# ------------------------------------------------------------------ findings
+
+
+@dataclass
+class Site:
+    file: str
+    line: int
+    text: str = ""
+
+    def where(self) -> str:
+        return f"{_short(self.file)}:{self.line}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "text": self.text}
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+@dataclass
+class Finding:
+    """One explanation of the failure, worded for a person."""
+
+    pattern: str  # "R-W-W", ... "deadlock", "order", "cancellation", "livelock", "exception"
+    hazard: str
+    task: str = ""
+    other_task: str = ""
+    resource: str = ""
+    local: Site | None = None  # p
+    await_site: Site | None = None  # the await that let the other task in
+    remote: Site | None = None  # r
+    second: Site | None = None  # c
+    cycle: list[dict[str, str]] = field(default_factory=list)
+    text: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "pattern": self.pattern,
+            "hazard": self.hazard,
+            "task": self.task,
+            "other_task": self.other_task,
+            "resource": self.resource,
+            "local_access": self.local.to_json() if self.local else None,
+            "await": self.await_site.to_json() if self.await_site else None,
+            "remote_access": self.remote.to_json() if self.remote else None,
+            "second_local_access": self.second.to_json() if self.second else None,
+            "text": self.text,
+        }
+        if self.cycle:
+            d["cycle"] = self.cycle
+        return d
+
+
+#: the engine's hazard names (cs_hazard_name) -> AVIO codes (cs_hazard_pattern)
+ENGINE_NAMES = {
+    "lost_update": "R-W-W",
+    "stale_read": "R-W-R",
+    "dirty_read": "W-R-W",
+    "overwritten_read": "W-W-R",
+    "order_violation": "order",
+}
+
+
+def hazard_of_pattern(pattern: str, local: Site | None) -> str:
+    """The hazard of one AVIO pattern (see the module docstring for the mapping)."""
+    pattern = ENGINE_NAMES.get(pattern, pattern)
+    p = pattern.upper().replace("_", "-")
+    if p == "R-W-W" and local is not None and _CONDITION.match(local.text or ""):
+        return "check-then-act"
+    if p in PATTERN_HAZARD:
+        return PATTERN_HAZARD[p]
+    low = pattern.lower()
+    if low.startswith("order"):
+        return "order-violation"
+    if low.startswith("deadlock"):
+        return "deadlock"
+    if low.startswith("cancel"):
+        return "cancellation"
+    return "exception"
+
+
+def word_finding(f: Finding) -> str:
+    """A sentence or two a person can act on, with source lines."""
+    if f.hazard == "deadlock":
+        if f.cycle:
+            links = "; ".join(
+                f"{c.get('task', '?')} waits"
+                + (f" at {c['at']}" if c.get("at") else "")
+                + f" for {c.get('resource', '?')}"
+                + (f" held by {c['held_by']}" if c.get("held_by") else "")
+                for c in f.cycle
+            )
+            return f"deadlock: {links}. No task can proceed."
+        return "deadlock: tasks wait for each other and none can proceed."
+    if f.local is None or f.remote is None:
+        return f.text or HAZARD_TITLE.get(f.hazard, f.hazard)
+    res = f.resource or "shared state"
+    me, other = f.task or "one task", f.other_task or "another task"
+    aw = f" ({f.await_site.text} at {f.await_site.where()})" if f.await_site else ""
+    p, r = f.local, f.remote
+    c = f.second or f.local
+    pat = f.pattern.upper()
+    if f.hazard == "check-then-act" and pat == "R-W-W":
+        return (
+            f"check-then-act on {res}: {me} checks it at {p.where()} `{p.text}`, then awaits{aw};"
+            f" {other} changes it at {r.where()} `{r.text}`; {me} acts on its stale check at"
+            f" {c.where()} `{c.text}`."
+        )
+    if f.hazard == "lost-update":
+        return (
+            f"lost update on {res}: {me} reads it at {p.where()} `{p.text}`, then awaits{aw};"
+            f" {other} writes it at {r.where()} `{r.text}`; {me} then writes a value computed"
+            f" from its stale read at {c.where()} `{c.text}`, and {other}'s update is lost."
+        )
+    if f.hazard == "check-then-act":
+        return (
+            f"check-then-act on {res}: {me} checks it at {p.where()} `{p.text}`, then awaits{aw};"
+            f" {other} changes it at {r.where()} `{r.text}`; {me} reads it again at"
+            f" {c.where()} `{c.text}` and no longer sees what it checked."
+        )
+    if f.hazard == "dirty-read":
+        return (
+            f"dirty read of {res}: {me} writes an intermediate value at {p.where()} `{p.text}`"
+            f" and awaits{aw}; {other} reads it at {r.where()} `{r.text}` before {me} finishes"
+            f" at {c.where()} `{c.text}`."
+        )
+    if f.hazard == "order-violation":
+        return (
+            f"order violation on {res}: {me} writes it at {p.where()} `{p.text}` and awaits{aw};"
+            f" {other} overwrites it at {r.where()} `{r.text}`; {me} reads back at"
+            f" {c.where()} `{c.text}` a value it did not write."
+        )
+    return f.text or f"{HAZARD_TITLE.get(f.hazard, f.hazard)} on {res}"
+
+
+# ------------------------------------------------------------------ JSON
+
+
+def write_json(report: dict[str, Any], path: str) -> None:
+    text = json.dumps(report, indent=2, default=_json_default) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _json_default(x: Any) -> Any:
+    if hasattr(x, "to_json"):
+        return x.to_json()
+    return repr(x)
+
+
+# ------------------------------------------------------------------ Mermaid
+
+
+@dataclass
+class DiagramStep:
+    """One step of the failing schedule, as the diagram shows it."""
+
+    actor: str  # participant name of the task (or callback) that ran
+    accesses: list[tuple[str, str, str]]  # (resource participant, "read"/"write", label)
+    await_text: str = ""  # where the task suspended at the end of the step
+    is_task: bool = True
+
+
+def _mermaid_id(name: str, used: dict[str, str]) -> str:
+    if name in used:
+        return used[name]
+    base = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_") or "p"
+    ident = base
+    k = 2
+    while ident in used.values():
+        ident = f"{base}_{k}"
+        k += 1
+    used[name] = ident
+    return ident
+
+
+def _mermaid_text(s: str) -> str:
+    # Mermaid message text ends at a newline; ';' and '#' start comments/entities
+    return s.replace("\n", " ").replace(";", ",").replace("#", "").strip()
+
+
+def mermaid(steps: list[DiagramStep], *, title: str = "", highlight: Finding | None = None) -> str:
+    """A Mermaid sequence diagram of a failing schedule: tasks and resources as participants."""
+    used: dict[str, str] = {}
+    lines = ["sequenceDiagram"]
+    if title:
+        lines.append(f"    title {_mermaid_text(title)}")
+    tasks: list[str] = []
+    resources: list[str] = []
+    for s in steps:
+        if s.is_task and s.actor not in tasks and (s.accesses or s.await_text):
+            tasks.append(s.actor)
+        for res, _, _ in s.accesses:
+            if res not in resources:
+                resources.append(res)
+    for t in tasks:
+        lines.append(f"    participant {_mermaid_id(t, used)} as {_mermaid_text(t)}")
+    for r in resources:
+        lines.append(f"    participant {_mermaid_id('res:' + r, used)} as {_mermaid_text(r)}")
+    for s in steps:
+        if s.actor not in tasks:
+            continue
+        a = _mermaid_id(s.actor, used)
+        for res, kind, label in s.accesses:
+            rid = _mermaid_id("res:" + res, used)
+            arrow = "->>" if kind == "write" else "-->>"
+            lines.append(f"    {a}{arrow}{rid}: {_mermaid_text(f'{kind} {label}'.strip())}")
+        if s.await_text:
+            text = s.await_text if s.await_text.startswith("await") else "await " + s.await_text
+            lines.append(f"    Note over {a}: {_mermaid_text(text)}")
+    if highlight is not None and highlight.text and tasks:
+        span = _mermaid_id(tasks[0], used)
+        if len(tasks) > 1:
+            span += "," + _mermaid_id(tasks[-1], used)
+        lines.append(f"    Note over {span}: {_mermaid_text(HAZARD_TITLE[highlight.hazard])}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1085 @@
+"""The runner: executes a scenario under a strategy, execution after execution, and judges each
+execution with the oracles.
+
+One execution = a fresh :class:`~chaossloth.loop.ControlledLoop` with the engine's explorer
+attached, the recording future/task classes of ``capture.sync`` set on it, the asyncio
+primitives' capture installed, the access hooks reset; the scenario runs as the root task
+(actor ``main``); when it returns, the tasks it left behind are cancelled and run to completion,
+as ``asyncio.run`` does.  The execution is then classified:
+
+* ``failed``: the scenario raised; a task ended with an exception nobody retrieved (reported by
+  the loop's exception handler or found when the execution ends); a task ended with an
+  ``AssertionError`` (even if retrieved: assertions are the user's oracle); no step was enabled
+  while the scenario still waited (deadlock); the step budget was spent (livelock); the extra
+  oracle (serializability) rejected the scenario's return value;
+* ``aborted``: the schedule diverged (the program is not deterministic under it: it never yields
+  a bug report, and the exploration stops with :class:`~chaossloth.errors.NondeterminismError`),
+  or DPOR found the rest of the execution redundant (sleep-set blocked);
+* ``ok`` otherwise.
+
+The exploration keeps only the first failure and the *minimal* failing schedule (fewest
+deviations from the default order), so memory stays flat whatever the number of executions.
+The minimal schedule is re-run once at the end to record its full trace and await sites.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import linecache
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Coroutine, Iterable, Sequence
+
+from chaossloth import _core
+from chaossloth import errors as _errors
+
+ScenarioFactory = Callable[[], Coroutine[Any, Any, Any]]
+
+OK = "ok"
+FAILED = "failed"
+ABORTED = "aborted"
+
+_PKG_DIR = str(Path(__file__).resolve().parent)
+
+# ------------------------------------------------------------------ results
+
+
+@dataclass
+class Failure:
+    """Why an execution failed.  `kind` is one of: exception, unretrieved, assertion, deadlock,
+    livelock, oracle."""
+
+    kind: str
+    type_name: str
+    message: str
+    traceback: str = ""
+    task: str | None = None
+
+    def summary(self) -> str:
+        who = f" in {self.task}" if self.task else ""
+        return f"{self.kind}{who}: {self.type_name}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "type": self.type_name,
+            "message": self.message,
+            "traceback": self.traceback,
+            "task": self.task,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Failure":
+        return cls(
+            kind=str(d.get("kind", "exception")),
+            type_name=str(d.get("type", "")),
+            message=str(d.get("message", "")),
+            traceback=str(d.get("traceback", "")),
+            task=d.get("task"),
+        )
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a schedule: the actor id and a readable name (for people)."""
+
+    actor: int
+    name: str
+
+
+@dataclass
+class ExecutionResult:
+    outcome: str
+    failure: Failure | None = None
+    steps: list[Step] = field(default_factory=list)
+    #: actor table: paths[id] = (parent id | None, index); replays intern it in this order
+    actor_paths: list[tuple[int | None, int]] = field(default_factory=list)
+    trace: list[Any] | None = None
+    #: per event: (file, line, text) of the await where the step's task suspended, or None
+    await_sites: list[tuple[str, int, str] | None] | None = None
+    value: Any = None
+    deviations: int = 0
+    index: int = 0
+    strategy: str = "fifo"
+    seed: int = 0
+    divergence: dict[str, Any] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == FAILED
+
+    @property
+    def schedule(self) -> list[int]:
+        return [s.actor for s in self.steps]
+
+    def actor_names(self) -> dict[int, str]:
+        return {s.actor: s.name for s in self.steps}
+
+
+@dataclass
+class ExplorationResult:
+    strategy: str
+    seed: int
+    executions: int = 0
+    failing_executions: int = 0
+    aborted: int = 0
+    distinct_traces: int = 0
+    sleep_blocked: int = 0
+    complete: bool = False
+    budget_hit: bool = False
+    explore_seconds: float = 0.0
+    max_depth: int = 0
+    first_failure: ExecutionResult | None = None
+    minimal_failure: ExecutionResult | None = None
+    phases: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.minimal_failure is not None
+
+
+@dataclass
+class Progress:
+    strategy: str
+    executions: int
+    failing: int
+    distinct_traces: int
+    elapsed: float
+    max_executions: int | None
+    time_limit: float | None
+
+
+# ------------------------------------------------------------------ the environment
+
+
+def strategy_available(name: str) -> bool:
+    """True if the engine implements `name` (a placeholder strategy fails to create)."""
+    try:
+        _core.Explorer(name, replay=[] if name == "replay" else None)
+    except Exception:
+        return False
+    return True
+
+
+def _loop_class() -> type:
+    from chaossloth.loop import ControlledLoop
+
+    return ControlledLoop
+
+
+def _sync_module() -> Any:
+    try:
+        from chaossloth.capture import sync
+    except ImportError:
+        return None
+    return sync
+
+
+def _error(name: str) -> type[BaseException] | None:
+    e = getattr(_errors, name, None)
+    return e if isinstance(e, type) and issubclass(e, BaseException) else None
+
+
+_tracked: list[Any] | None = None
+_tracking_classes: dict[type, type] = {}
+
+
+def _tracking_task_class(base: type) -> type:
+    """A subclass of `base` that keeps every task of the current execution (strongly) in
+    `_tracked`, so that the execution's end can judge each task even if it was dropped."""
+    cls = _tracking_classes.get(base)
+    if cls is None:
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            base.__init__(self, *args, **kwargs)
+            if _tracked is not None:
+                _tracked.append(self)
+
+        cls = type(f"Tracked{base.__name__}", (base,), {"__init__": __init__})
+        _tracking_classes[base] = cls
+    return cls
+
+
+class _Handler:
+    """The loop's exception handler during one execution: records never-retrieved exceptions;
+    silent once the execution is over (tasks of aborted executions die later)."""
+
+    def __init__(self) -> None:
+        self.active = True
+        self.unretrieved: list[tuple[Any, BaseException]] = []
+
+    def __call__(self, loop: Any, context: dict[str, Any]) -> None:
+        if not self.active:
+            return
+        exc = context.get("exception")
+        fut = context.get("future") or context.get("task")
+        if isinstance(exc, BaseException) and not isinstance(exc, asyncio.CancelledError):
+            self.unretrieved.append((fut, exc))
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback of exc without ChaosSloth's and asyncio's own frames."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    asyncio_dir = os.path.dirname(asyncio.__file__)
+    kept = traceback.StackSummary.from_list(
+        [
+            f
+            for f in frames
+            if not f.filename.startswith(_PKG_DIR) and not f.filename.startswith(asyncio_dir)
+        ]
+    )
+    text = "Traceback (most recent call last):\n" if kept else ""
+    text += "".join(kept.format())
+    text += "".join(traceback.format_exception_only(type(exc), exc))
+    return text
+
+
+def _failure_from_exc(kind: str, exc: BaseException, task: str | None) -> Failure:
+    if kind == "exception" and isinstance(exc, AssertionError):
+        kind = "assertion"
+    return Failure(
+        kind=kind,
+        type_name=type(exc).__name__,
+        message=str(exc),
+        traceback=_user_traceback(exc),
+        task=task,
+    )
+
+
+# ------------------------------------------------------------------ naming
+
+
+class _Names:
+    """Readable, schedule-independent names of actors from their creation paths."""
+
+    def __init__(self, explorer: Any, root: str = "main") -> None:
+        self.explorer = explorer
+        self.root = root
+        self.kinds: dict[int, str] = {}
+        self.cache: dict[int, str] = {}
+        self.descriptions: dict[int, str] = {}
+
+    def path(self, actor: int) -> str:
+        got = self.cache.get(actor)
+        if got is not None:
+            return got
+        parent, index = self.explorer.actor_path(actor)
+        if parent is None:
+            text = self.root if index == 0 else f"{self.root}#{index}"
+        else:
+            text = f"{self.path(parent)}/{index}"
+        self.cache[actor] = text
+        return text
+
+    def name(self, actor: int) -> str:
+        kind = self.kinds.get(actor)
+        p = self.path(actor)
+        if kind is None:
+            parent, _ = self.explorer.actor_path(actor)
+            kind = "Task" if parent is None else "step"
+        desc = self.descriptions.get(actor)
+        return f"{kind} {p} ({desc})" if desc else f"{kind} {p}"
+
+    def describe_from(self, loop: Any, actors: Iterable[int]) -> None:
+        """Fetches readable descriptions (task coroutine / callback) of new actors."""
+        if all(a in self.descriptions for a in actors):
+            return
+        get = getattr(loop, "_cs_actors", None)
+        if get is None:
+            return
+        for a, v in get().items():
+            if a in self.descriptions:
+                continue
+            if self.kinds.get(a) == "Task" or asyncio.isfuture(v):
+                # a task: its coroutine's name (its asyncio name "Task-N" counts tasks over
+                # the whole process, so it differs between executions)
+                coro = v.get_coro() if hasattr(v, "get_coro") else None
+                qual = getattr(coro, "__qualname__", None)
+                if qual:
+                    self.descriptions[a] = str(qual)
+            elif isinstance(v, str):
+                self.descriptions[a] = v
+            else:
+                self.descriptions[a] = _describe_callback(v)
+
+
+def _actor_of(obj: Any) -> int | None:
+    for attr in ("_cs_actor", "cs_actor", "_chaossloth_actor"):
+        v = getattr(obj, attr, None)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+def _describe_callback(obj: Any) -> str:
+    cb = getattr(obj, "_callback", obj)
+    name = getattr(cb, "__qualname__", None) or getattr(cb, "__name__", None) or repr(cb)
+    return str(name)
+
+
+# ------------------------------------------------------------------ deviations
+
+
+def deviations_from_trace(trace: Sequence[Any]) -> int:
+    """How many steps did not run the earliest-ready pending step (FIFO inversions).
+
+    Used when the loop does not report its choice indices: a step counts as a deviation when
+    some step that ran later had been made runnable strictly earlier (by `scheduled_by`).
+    """
+    n = len(trace)
+    ready_at = []
+    for i, ev in enumerate(trace):
+        by = ev.scheduled_by
+        if by == _core.AFTER_ALL:
+            by = i - 1
+        ready_at.append(by)
+    count = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            if ready_at[j] < i and ready_at[j] < ready_at[i]:
+                count += 1
+                break
+    return count
+
+
+# ------------------------------------------------------------------ one execution
+
+
+@dataclass
+class _Options:
+    max_steps: int
+    timers: str
+    oracle: Callable[[Any], Any] | None
+    root_name: str = "main"
+
+
+class _Driver:
+    """Runs executions of one scenario against one explorer."""
+
+    def __init__(self, factory: ScenarioFactory, explorer: Any, opts: _Options) -> None:
+        self.factory = factory
+        self.explorer = explorer
+        self.opts = opts
+        self.names = _Names(explorer, opts.root_name)
+        self.sync = _sync_module()
+        self.loop_cls = _loop_class()
+        self.Deadlock = _error("DeadlockError")
+        self.Budget = _error("StepBudgetExceeded")
+        self.Diverged = _error("ScheduleDivergedError")
+        self.Blocked = _error("ExecutionBlocked") or _error("SleepBlockedError")
+
+    # -- loop setup ------------------------------------------------------------------------
+
+    def _new_loop(self) -> Any:
+        try:
+            loop = self.loop_cls(timers=self.opts.timers)
+        except TypeError:
+            loop = self.loop_cls()
+            if hasattr(loop, "_cs_timers"):
+                loop._cs_timers = self.opts.timers
+        sync = self.sync
+        task_cls: type = asyncio.Task
+        if sync is not None:
+            fut_cls = getattr(sync, "RecordingFuture", None)
+            task_cls = getattr(sync, "RecordingTask", None) or asyncio.Task
+            if fut_cls is not None:
+                loop._cs_future_class = fut_cls
+        loop._cs_task_class = _tracking_task_class(task_cls)
+        return loop
+
+    def _install(self) -> Callable[[], None]:
+        sync = self.sync
+        undo: list[Callable[[], None]] = []
+        if sync is not None:
+            installed = getattr(sync, "installed", None)
+            install = getattr(sync, "install", None)
+            uninstall = getattr(sync, "uninstall", None)
+            if installed is not None:
+                cm = installed()
+                cm.__enter__()
+                undo.append(lambda: cm.__exit__(None, None, None))
+            elif install is not None:
+                token = install()
+                if uninstall is not None:
+                    undo.append(lambda: uninstall(token) if token is not None else uninstall())
+        reset = getattr(_core, "hooks_reset", None)
+        if reset is not None:
+            reset()
+            undo.append(reset)
+
+        def run_undo() -> None:
+            for u in reversed(undo):
+                u()
+
+        return run_undo
+
+    # -- one execution ---------------------------------------------------------------------
+
+    def run(self, index: int, *, detailed: bool) -> ExecutionResult:
+        """Runs one execution (explorer.begin() has returned True)."""
+        global _tracked
+        tasks: list[Any] = []
+        _tracked = tasks
+        try:
+            return self._run(index, detailed, tasks)
+        finally:
+            _tracked = None
+            tasks.clear()
+
+    def _run(self, index: int, detailed: bool, tasks: list[Any]) -> ExecutionResult:
+        ex = self.explorer
+        loop = self._new_loop()
+        handler = _Handler()
+        loop.set_exception_handler(handler)
+        main_task: Any = None
+        value: Any = None
+        failure: Failure | None = None
+        aborted = False
+        divergence: dict[str, Any] | None = None
+        undo = self._install()
+        old_loop = _get_event_loop_or_none()
+        asyncio.set_event_loop(loop)
+        try:
+            loop._cs_attach(ex)
+            coro = self.factory()
+            try:
+                main_task = loop.create_task(coro)
+            except BaseException:
+                coro.close()
+                raise
+            try:
+                value = loop.run_until_complete(main_task)
+            except BaseException as exc:  # classified below
+                failure, aborted, divergence = self._classify(exc, main_task, loop)
+                if not aborted and failure is None:
+                    raise
+            if failure is None and not aborted:
+                # asyncio.run: cancel what the scenario left behind, let it finish.
+                try:
+                    self._cancel_leftovers(loop)
+                except BaseException as exc:
+                    failure, aborted, divergence = self._classify(exc, None, loop)
+                    if not aborted and failure is None:
+                        raise
+            if failure is None and not aborted:
+                failure = self._scan_tasks(tasks, handler, loop)
+        finally:
+            detach = getattr(loop, "_cs_detach", None)
+            try:
+                if detach is not None:
+                    detach()
+            finally:
+                handler.active = False
+                self._close_leftovers(tasks)
+                undo()
+                asyncio.set_event_loop(old_loop)
+        if failure is None and not aborted and self.opts.oracle is not None:
+            failure = _run_oracle(self.opts.oracle, value)
+        outcome = ABORTED if aborted else (FAILED if failure is not None else OK)
+        steps, paths, trace, sites, devs = self._record(loop, detailed)
+        code = {
+            OK: _core.OUTCOME_OK,
+            FAILED: _core.OUTCOME_FAILED,
+            ABORTED: _core.OUTCOME_ABORTED,
+        }[outcome]
+        try:
+            ex.end(code)
+        except _core.DivergedError as exc:
+            # replay: the program ended before the schedule was used up.
+            outcome, failure, divergence = ABORTED, None, self._divergence(exc, loop)
+        try:
+            loop.close()
+        except Exception:
+            pass
+        return ExecutionResult(
+            outcome=outcome,
+            failure=failure,
+            steps=steps,
+            actor_paths=paths,
+            trace=trace,
+            await_sites=sites,
+            value=value if outcome != ABORTED else None,
+            deviations=devs,
+            index=index,
+            strategy=ex.strategy,
+            seed=ex.seed,
+            divergence=divergence,
+        )
+
+    def _classify(
+        self, exc: BaseException, main_task: Any, loop: Any
+    ) -> tuple[Failure | None, bool, dict[str, Any] | None]:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise exc
+        if self.Diverged is not None and isinstance(exc, self.Diverged) or isinstance(
+            exc, _core.DivergedError
+        ):
+            return None, True, self._divergence(exc, loop)
+        nondet = _error("NondeterminismError")
+        if nondet is not None and isinstance(exc, nondet):
+            return None, True, {"message": str(exc), "step": getattr(exc, "step", None)}
+        if isinstance(exc, _core.BlockedError) or (
+            self.Blocked is not None and isinstance(exc, self.Blocked)
+        ):
+            return None, True, None
+        if (self.Budget is not None and isinstance(exc, self.Budget)) or isinstance(
+            exc, _core.BudgetError
+        ):
+            msg = str(exc) or f"no end after {self.opts.max_steps} steps"
+            return (
+                Failure(
+                    kind="livelock",
+                    type_name="StepBudgetExceeded",
+                    message=f"{msg} (livelock, or raise --max-steps)",
+                ),
+                False,
+                None,
+            )
+        if self.Deadlock is not None and isinstance(exc, self.Deadlock):
+            return (
+                Failure(kind="deadlock", type_name="DeadlockError", message=str(exc)),
+                False,
+                None,
+            )
+        if isinstance(exc, _core.EngineError):
+            # An engine error is ChaosSloth's problem, never the program's: let it surface.
+            return None, False, None
+        who = self.names.name(0) if main_task is not None else None
+        return _failure_from_exc("exception", exc, who), False, None
+
+    def _divergence(self, exc: BaseException, loop: Any) -> dict[str, Any]:
+        d = self.explorer.divergence() or {}
+        info: dict[str, Any] = dict(d)
+        info["message"] = str(exc)
+        enabled = getattr(loop, "_cs_div_enabled", None)
+        if isinstance(enabled, (list, tuple)):
+            info["enabled"] = list(enabled)
+        for attr in ("step", "expected", "enabled", "enabled_names", "expected_name"):
+            v = getattr(exc, attr, None)
+            if v is not None and attr not in info:
+                info[attr] = v
+        exp = info.get("expected")
+        if isinstance(exp, int):
+            try:
+                info["expected_name"] = self.names.name(exp)
+            except Exception:
+                pass
+        en = info.get("enabled")
+        if isinstance(en, (list, tuple)):
+            names = []
+            for a in en:
+                try:
+                    names.append(self.names.name(a) if isinstance(a, int) else str(a))
+                except Exception:
+                    names.append(str(a))
+            info["enabled_names"] = names
+        return info
+
+    def _cancel_leftovers(self, loop: Any) -> None:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        if not pending:
+            return
+        for t in pending:
+            t.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+    def _scan_tasks(self, tasks: list[Any], handler: _Handler, loop: Any) -> Failure | None:
+        """Finds tasks that ended with an exception nobody retrieved, or with an assertion."""
+        found: list[tuple[Any, str, BaseException]] = []
+        for fut, exc in handler.unretrieved:
+            found.append((fut, "unretrieved", exc))
+        for t in tasks:
+            if not t.done() or t.cancelled():
+                continue
+            unretrieved = bool(getattr(t, "_log_traceback", False))
+            exc = t.exception()  # marks it retrieved: no log when it dies
+            if exc is None:
+                continue
+            if unretrieved:
+                found.append((t, "unretrieved", exc))
+            elif isinstance(exc, AssertionError):
+                found.append((t, "assertion", exc))
+        if not found:
+            return None
+        actor_by_id: dict[int, int] = {}
+        get = getattr(loop, "_cs_actors", None)
+        if get is not None:
+            actor_by_id = {id(v): a for a, v in get().items() if asyncio.isfuture(v)}
+        kinds = getattr(loop, "_cs_actor_kinds", None)
+        if isinstance(kinds, dict):
+            self.names.kinds.update(kinds)
+            self.names.describe_from(loop, list(kinds))
+        named = []
+        for t, kind, exc in found:
+            actor = _actor_of(t)
+            if actor is None:
+                actor = actor_by_id.get(id(t))
+            named.append((self._task_name(actor, t), kind, exc))
+        # the scenario's own task first, then by name: deterministic whatever the order of
+        # completion
+        root = self.names.name(0)
+        named.sort(key=lambda f: (f[0] != root, f[0]))
+        name, kind, exc = named[0]
+        fail = _failure_from_exc(kind, exc, name)
+        if kind == "unretrieved":
+            fail.message = f"{fail.message} (exception never retrieved)"
+        return fail
+
+    def _task_name(self, actor: int | None, task: Any) -> str:
+        if actor is not None:
+            try:
+                return self.names.name(actor)
+            except Exception:
+                pass
+        coro = getattr(task, "get_coro", lambda: None)()
+        return f"Task {getattr(coro, '__qualname__', '?')}"
+
+    def _close_leftovers(self, tasks: list[Any]) -> None:
+        """Closes the coroutines of tasks an aborted execution left pending, now, while no
+        explorer is attached: if the garbage collector closed them later, their `finally`
+        blocks would run (and record accesses) in the middle of another execution."""
+        for t in tasks:
+            try:
+                actor = _actor_of(t)
+                if actor is not None:
+                    self.names.kinds[actor] = "Task"
+                if t.done():
+                    if not t.cancelled() and getattr(t, "_log_traceback", False):
+                        t.exception()
+                    continue
+                coro = t.get_coro()
+                if coro is not None:
+                    coro.close()
+            except BaseException:
+                pass
+
+    def _record(
+        self, loop: Any, detailed: bool
+    ) -> tuple[list[Step], list[tuple[int | None, int]], list[Any] | None, Any, int]:
+        ex = self.explorer
+        sched = ex.schedule()
+        new = [a for a in set(sched) if a not in self.names.kinds]
+        if new:
+            kinds = getattr(loop, "_cs_actor_kinds", None)
+            if isinstance(kinds, dict):
+                self.names.kinds.update(kinds)
+            self.names.describe_from(loop, new)
+        steps = [Step(a, self.names.name(a)) for a in sched]
+        n_actors = max(sched, default=-1) + 1
+        paths: list[tuple[int | None, int]] = []
+        a = 0
+        while True:
+            try:
+                p = ex.actor_path(a)
+            except ValueError:
+                break
+            paths.append((p[0], p[1]))
+            a += 1
+        if len(paths) < n_actors:  # pragma: no cover - actor_path covers every interned id
+            raise RuntimeError("actor table shorter than the schedule")
+        choices = getattr(loop, "_cs_choices", None)
+        trace = None
+        if isinstance(choices, (list, tuple)):
+            devs = sum(1 for c in choices if c)
+        else:
+            trace = ex.trace()
+            devs = deviations_from_trace(trace)
+        sites = None
+        if detailed:
+            if trace is None:
+                trace = ex.trace()
+            sites = _await_sites(loop, len(trace))
+        return steps, paths, trace if detailed else None, sites, devs
+
+
+def _await_sites(loop: Any, n: int) -> list[tuple[str, int, str] | None]:
+    raw = getattr(loop, "_cs_await_sites", None)
+    if callable(raw):
+        raw = raw()
+    out: list[tuple[str, int, str] | None] = [None] * n
+    if not isinstance(raw, (list, tuple)):
+        return out
+    site_table = _site_table()
+    for i, s in enumerate(raw[:n]):
+        if isinstance(s, tuple) and len(s) >= 2:
+            text = str(s[2]) if len(s) > 2 else site_text(str(s[0]), int(s[1]))
+            out[i] = (str(s[0]), int(s[1]), text)
+        elif isinstance(s, int) and s > 0 and site_table is not None:
+            try:
+                f, line, text = site_table[s][:3]
+                out[i] = (f, line, text)
+            except Exception:
+                pass
+    return out
+
+
+def _site_table() -> Any:
+    try:
+        from chaossloth.capture import sites
+    except ImportError:
+        return None
+    return getattr(sites, "SITES", None) or getattr(sites, "table", None)
+
+
+def site_text(file: str, line: int) -> str:
+    return linecache.getline(file, line).strip()
+
+
+def _run_oracle(oracle: Callable[[Any], Any], value: Any) -> Failure | None:
+    try:
+        verdict = oracle(value)
+    except AssertionError as exc:
+        return Failure("oracle", "AssertionError", str(exc), _user_traceback(exc))
+    except _errors.InputError:
+        raise
+    except Exception as exc:  # the oracle itself broke on this value: a failure to report
+        return Failure("oracle", type(exc).__name__, str(exc), _user_traceback(exc))
+    if verdict is None or verdict is True:
+        return None
+    if verdict is False:
+        return Failure("oracle", "OracleFailure", "the oracle rejected the final state")
+    return Failure("oracle", "NotSerializable", str(verdict))
+
+
+def _get_event_loop_or_none() -> Any:
+    try:
+        return asyncio.get_event_loop_policy()._local._loop  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
+
+
+# ------------------------------------------------------------------ nondeterminism
+
+
+def divergence_text(d: dict[str, Any], n_steps: int | None = None) -> str:
+    """One sentence: at which step a schedule diverged and what differed."""
+    if "expected" not in d and "expected_name" not in d and d.get("message"):
+        return str(d["message"])
+    step = d.get("step", "?")
+    expected = d.get("expected")
+    expected_name = d.get("expected_name") or (
+        f"actor {expected}" if expected is not None else None
+    )
+    enabled = d.get("enabled_names") or d.get("enabled")
+    of = f" of {n_steps}" if n_steps is not None else ""
+    if expected is None and d.get("expected_name") is None:
+        return (
+            f"at step {step}{of} the program still had steps to run "
+            f"({_enabled_text(enabled)}) but the schedule had ended"
+        )
+    if enabled == 0 or enabled == []:
+        return (
+            f"at step {step}{of} the program ended (nothing was enabled) but the schedule "
+            f"still expected {expected_name} to run"
+        )
+    return (
+        f"at step {step}{of} the schedule expects {expected_name} to run, but it is not "
+        f"enabled ({_enabled_text(enabled)})"
+    )
+
+
+def _enabled_text(enabled: Any) -> str:
+    if isinstance(enabled, int):
+        return f"{enabled} other step(s) were enabled"
+    if enabled:
+        return "enabled were: " + ", ".join(map(str, enabled))
+    return "nothing was enabled"
+
+
+NONDETERMINISM_HINT = (
+    "The program does not behave the same under the same schedule: it depends on something "
+    "ChaosSloth does not control (wall-clock time, unseeded random, I/O, threads, or the "
+    "set/dict order of hashed strings)."
+)
+
+
+def _nondeterminism(result: ExecutionResult, what: str) -> BaseException:
+    d = result.divergence or {}
+    msg = f"{what} diverged: {divergence_text(d)}. {NONDETERMINISM_HINT}"
+    cls = _error("NondeterminismError") or RuntimeError
+    err = cls(msg)
+    try:
+        err.divergence = d  # type: ignore[attr-defined]
+        err.result = result  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return err
+
+
+# ------------------------------------------------------------------ public API
+
+
+def run_once(
+    factory: ScenarioFactory,
+    *,
+    schedule: Sequence[int] | None = None,
+    actor_paths: Sequence[tuple[int | None, int]] | None = None,
+    strategy: str = "fifo",
+    seed: int = 0,
+    max_steps: int = 10000,
+    timers: str = "strict",
+    oracle: Callable[[Any], Any] | None = None,
+    detailed: bool = True,
+    raise_on_divergence: bool = True,
+) -> ExecutionResult:
+    """Runs one execution.  With `schedule`, replays it (strategy "replay"); `actor_paths`
+    (the recorded actor table) makes its actor ids mean the same creation paths here.
+
+    A diverged replay raises NondeterminismError naming the step (or, with
+    raise_on_divergence=False, returns the aborted result)."""
+    if schedule is not None:
+        strategy = "replay"
+        ex = _core.Explorer("replay", replay=list(schedule), max_steps=max_steps)
+    else:
+        ex = _core.Explorer(strategy, seed=seed, max_executions=1, max_steps=max_steps)
+    if actor_paths:
+        _intern_table(ex, actor_paths)
+    driver = _Driver(factory, ex, _Options(max_steps, timers, oracle))
+    if not ex.begin():  # pragma: no cover - a fresh explorer always has one execution
+        raise RuntimeError("the engine refused to start an execution")
+    result = driver.run(0, detailed=detailed)
+    if result.outcome == ABORTED and result.divergence is not None and raise_on_divergence:
+        raise _nondeterminism(result, "replay" if schedule is not None else "execution")
+    return result
+
+
+def _safe_name(names: _Names, actor: int) -> str:
+    try:
+        return names.name(actor)
+    except Exception:
+        return f"actor {actor}"
+
+
+def _intern_table(ex: Any, paths: Iterable[tuple[int | None, int]]) -> None:
+    for want, (parent, index) in enumerate(paths):
+        got = ex.intern(parent, index)
+        if got != want:
+            raise ValueError(f"actor table is inconsistent at actor {want}")
+
+
+def _better(a: ExecutionResult, b: ExecutionResult | None) -> bool:
+    """a is a better (more minimal) failing schedule than b."""
+    if b is None:
+        return True
+    return (a.deviations, len(a.steps)) < (b.deviations, len(b.steps))
+
+
+def _explore_one(
+    factory: ScenarioFactory,
+    strategy: str,
+    *,
+    seed: int,
+    max_executions: int | None,
+    time_limit: float | None,
+    max_steps: int,
+    timers: str,
+    stop_on_failure: bool,
+    oracle: Callable[[Any], Any] | None,
+    progress: Callable[[Progress], None] | None,
+    result: ExplorationResult,
+    count_traces: bool,
+    on_execution: Callable[[ExecutionResult], None] | None,
+) -> None:
+    ex = _core.Explorer(
+        strategy,
+        seed=seed,
+        max_executions=max_executions or 0,
+        max_steps=max_steps,
+        time_limit=time_limit or 0.0,
+        count_traces=count_traces,
+    )
+    driver = _Driver(factory, ex, _Options(max_steps, timers, oracle))
+    started = time.monotonic()
+    last_progress = 0.0
+    index = result.executions
+    while ex.begin():
+        r = driver.run(index, detailed=False)
+        index += 1
+        if on_execution is not None:
+            on_execution(r)
+        if r.outcome == ABORTED and r.divergence is not None:
+            _merge_stats(result, ex, strategy)
+            raise _nondeterminism(r, f"execution {r.index} ({strategy})")
+        if r.outcome == FAILED:
+            r.steps = r.steps  # schedule kept; trace dropped (memory stays flat)
+            if result.first_failure is None:
+                result.first_failure = r
+            if _better(r, result.minimal_failure):
+                result.minimal_failure = r
+            if stop_on_failure:
+                break
+        if progress is not None:
+            now = time.monotonic()
+            if now - last_progress >= 0.1:
+                last_progress = now
+                st = ex.stats()
+                progress(
+                    Progress(
+                        strategy,
+                        result.executions + st["executions"],
+                        result.failing_executions + st["failing"],
+                        result.distinct_traces + st["distinct_traces"],
+                        now - started,
+                        max_executions,
+                        time_limit,
+                    )
+                )
+    _merge_stats(result, ex, strategy)
+
+
+def _merge_stats(result: ExplorationResult, ex: Any, strategy: str) -> None:
+    st = ex.stats()
+    result.executions += st["executions"]
+    result.failing_executions += st["failing"]
+    result.aborted += st["aborted"]
+    result.distinct_traces += st["distinct_traces"]
+    result.sleep_blocked += st["sleep_blocked"]
+    result.max_depth = max(result.max_depth, st["max_depth"])
+    result.budget_hit = result.budget_hit or bool(st["budget_hit"])
+    result.phases.append(dict(st, strategy=strategy))
+
+
+def explore(
+    factory: ScenarioFactory,
+    *,
+    strategy: str = "dpor",
+    seed: int = 0,
+    max_executions: int | None = None,
+    time_limit: float | None = None,
+    max_steps: int = 10000,
+    timers: str = "strict",
+    stop_on_failure: bool = True,
+    oracle: Callable[[Any], Any] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    count_traces: bool = True,
+    detail_failure: bool = True,
+    on_execution: Callable[[ExecutionResult], None] | None = None,
+) -> ExplorationResult:
+    """Explores the schedules of a scenario.
+
+    strategy "auto": dpor within half the budget; if that is not complete (and found nothing,
+    or stop_on_failure is off), pct with the rest.  Without a budget, "auto" is dpor.
+    Raises NondeterminismError if an execution diverges from its prescribed schedule.
+    `on_execution` is called with every execution's (light) result, e.g. to collect outcomes.
+    """
+    if timers not in ("strict", "relaxed"):
+        raise ValueError(f"timers must be 'strict' or 'relaxed', not {timers!r}")
+    started = time.monotonic()
+    result = ExplorationResult(strategy=strategy, seed=seed)
+    common = dict(
+        seed=seed,
+        max_steps=max_steps,
+        timers=timers,
+        stop_on_failure=stop_on_failure,
+        oracle=oracle,
+        progress=progress,
+        result=result,
+        count_traces=count_traces,
+        on_execution=on_execution,
+    )
+    if strategy == "auto":
+        have_dpor = strategy_available("dpor")
+        if have_dpor:
+            budget_left = max_executions is not None or time_limit is not None
+            dpor_exec = max(1, max_executions // 2) if max_executions else None
+            dpor_time = time_limit / 2 if time_limit else None
+            if not budget_left:
+                dpor_exec, dpor_time = None, None
+            _explore_one(
+                factory,
+                "dpor",
+                max_executions=dpor_exec,
+                time_limit=dpor_time,
+                **common,  # type: ignore[arg-type]
+            )
+            result.complete = bool(result.phases[-1]["complete"])
+        go_on = not result.complete and not (stop_on_failure and result.failed)
+        if go_on:
+            rest_exec = (
+                max(0, max_executions - result.executions) if max_executions else None
+            )
+            rest_time = (
+                max(0.0, time_limit - (time.monotonic() - started)) if time_limit else None
+            )
+            if rest_exec != 0 and (rest_time is None or rest_time > 0):
+                result.budget_hit = False
+                _explore_one(
+                    factory,
+                    "pct",
+                    max_executions=rest_exec,
+                    time_limit=rest_time,
+                    **common,  # type: ignore[arg-type]
+                )
+            if not have_dpor or rest_exec is None and rest_time is None:
+                pass
+            result.budget_hit = result.budget_hit or rest_exec == 0
+    else:
+        _explore_one(
+            factory,
+            strategy,
+            max_executions=max_executions,
+            time_limit=time_limit,
+            **common,  # type: ignore[arg-type]
+        )
+        result.complete = bool(result.phases[-1]["complete"]) if result.phases else False
+    if result.failed and stop_on_failure:
+        # Stopped early: not a statement about the whole space.
+        result.complete = result.complete and False
+    result.explore_seconds = time.monotonic() - started
+    if detail_failure and result.minimal_failure is not None:
+        best = result.minimal_failure
+        try:
+            detailed = run_once(
+                factory,
+                schedule=best.schedule,
+                actor_paths=best.actor_paths,
+                max_steps=max_steps,
+                timers=timers,
+                oracle=oracle,
+                detailed=True,
+            )
+        except Exception:
+            detailed = None
+        if detailed is not None and detailed.failed:
+            detailed.index = best.index
+            detailed.strategy = best.strategy
+            detailed.seed = best.seed
+            detailed.deviations = best.deviations
+            result.minimal_failure = detailed
+            if result.first_failure is best:
+                result.first_failure = detailed
+    if progress is not None:
+        progress(
+            Progress(
+                strategy,
+                result.executions,
+                result.failing_executions,
+                result.distinct_traces,
+                result.explore_seconds,
+                max_executions,
+                time_limit,
+            )
+        )
+    return result
+
+
+__all__ = [
+    "ABORTED",
+    "FAILED",
+    "OK",
+    "ExecutionResult",
+    "ExplorationResult",
+    "Failure",
+    "Progress",
+    "Step",
+    "explore",
+    "run_once",
+    "strategy_available",
+    "deviations_from_trace",
+]
+
+_ = sys  # keep the import for type checkers of older tooling

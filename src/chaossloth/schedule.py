@@ -1,0 +1,302 @@
+"""Schedule files: a failing schedule as versioned JSON, and its replay.
+
+Format (version 1)::
+
+    {
+      "format": "chaossloth-schedule",
+      "version": 1,
+      "program": {"path": ..., "sha256": ..., "scenario": ...}      # or cls/method/tasks/args
+      "strategy": "dpor", "seed": 0, "timers": "strict",
+      "actors": [[null, 0], [0, 0], ...],       # creation path (parent, index) of each actor id
+      "steps": [{"actor": 0, "name": "Task main"}, ...],
+      "failure": {"kind": ..., "type": ..., "message": ..., "traceback": ..., "task": ...}
+    }
+
+Actor ids are dense in first-creation order, which depends on the exploration that found the
+schedule; "actors" records the creation path of every id so that a replay in a fresh process
+interns the same paths in the same order and the ids mean the same actors.  Files are read and
+written with the standard library only; every problem with a file is one InputError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from chaossloth.errors import InputError
+from chaossloth.runner import (
+    NONDETERMINISM_HINT,
+    ExecutionResult,
+    Failure,
+    Step,
+    divergence_text,
+    run_once,
+)
+
+FORMAT = "chaossloth-schedule"
+VERSION = 1
+
+
+class ProgramChangedWarning(UserWarning):
+    """The program's file differs from the one the schedule was recorded on."""
+
+
+@dataclass
+class ScheduleFile:
+    program: dict[str, Any]
+    strategy: str
+    seed: int
+    timers: str
+    steps: list[Step]
+    actors: list[tuple[int | None, int]] = field(default_factory=list)
+    failure: Failure | None = None
+    max_steps: int | None = None
+
+    @property
+    def schedule(self) -> list[int]:
+        return [s.actor for s in self.steps]
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "format": FORMAT,
+            "version": VERSION,
+            "program": self.program,
+            "strategy": self.strategy,
+            "seed": self.seed,
+            "timers": self.timers,
+            "actors": [[p, i] for p, i in self.actors],
+            "steps": [{"actor": s.actor, "name": s.name} for s in self.steps],
+            "failure": self.failure.to_json() if self.failure is not None else None,
+        }
+        if self.max_steps is not None:
+            d["max_steps"] = self.max_steps
+        return d
+
+
+def from_execution(
+    result: ExecutionResult,
+    program: dict[str, Any],
+    *,
+    timers: str = "strict",
+    max_steps: int | None = None,
+) -> ScheduleFile:
+    return ScheduleFile(
+        program=dict(program),
+        strategy=result.strategy,
+        seed=result.seed,
+        timers=timers,
+        steps=list(result.steps),
+        actors=list(result.actor_paths),
+        failure=result.failure,
+        max_steps=max_steps,
+    )
+
+
+def write(sched: ScheduleFile, path: str | os.PathLike[str]) -> Path:
+    """Writes the file atomically (a temporary file renamed into place)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(sched.to_json(), indent=1, sort_keys=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=str(p.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return p
+
+
+def _need(d: dict[str, Any], key: str, types: type | tuple[type, ...], where: str) -> Any:
+    if key not in d:
+        raise InputError(f"{where}: missing key {key!r}")
+    v = d[key]
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in _as_tuple(types)):
+        names = " or ".join(t.__name__ for t in _as_tuple(types))
+        raise InputError(f"{where}: {key!r} must be {names}, not {type(v).__name__}")
+    return v
+
+
+def _as_tuple(t: type | tuple[type, ...]) -> tuple[type, ...]:
+    return t if isinstance(t, tuple) else (t,)
+
+
+def parse(data: Any, source: str = "schedule") -> ScheduleFile:
+    """Validates a decoded JSON document; `source` names it in messages."""
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: not a ChaosSloth schedule (expected a JSON object)")
+    fmt = data.get("format")
+    if fmt != FORMAT:
+        raise InputError(
+            f"{source}: not a ChaosSloth schedule (format is {fmt!r}, expected {FORMAT!r})"
+        )
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise InputError(f"{source}: missing or non-integer 'version'")
+    if version != VERSION:
+        raise InputError(
+            f"{source}: schedule format version {version} is not supported (this ChaosSloth "
+            f"reads version {VERSION})"
+        )
+    program = _need(data, "program", dict, source)
+    _need(program, "path", str, f"{source}: program")
+    _need(program, "sha256", str, f"{source}: program")
+    if "scenario" not in program and not ("cls" in program and "method" in program):
+        raise InputError(f"{source}: program needs 'scenario', or 'cls' and 'method'")
+    strategy = _need(data, "strategy", str, source)
+    seed = _need(data, "seed", int, source)
+    timers = _need(data, "timers", str, source)
+    if timers not in ("strict", "relaxed"):
+        raise InputError(f"{source}: 'timers' must be 'strict' or 'relaxed', not {timers!r}")
+    raw_steps = _need(data, "steps", list, source)
+    steps: list[Step] = []
+    for i, s in enumerate(raw_steps):
+        where = f"{source}: steps[{i}]"
+        if not isinstance(s, dict):
+            raise InputError(f"{where}: must be an object with 'actor' and 'name'")
+        actor = _need(s, "actor", int, where)
+        if actor < 0:
+            raise InputError(f"{where}: 'actor' must be >= 0")
+        name = s.get("name", f"actor {actor}")
+        steps.append(Step(actor, str(name)))
+    actors: list[tuple[int | None, int]] = []
+    raw_actors = data.get("actors", [])
+    if not isinstance(raw_actors, list):
+        raise InputError(f"{source}: 'actors' must be a list of [parent, index] pairs")
+    for i, pair in enumerate(raw_actors):
+        ok = (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and (pair[0] is None or (isinstance(pair[0], int) and 0 <= pair[0] < i))
+            and isinstance(pair[1], int)
+            and pair[1] >= 0
+        )
+        if not ok:
+            raise InputError(
+                f"{source}: actors[{i}] must be [parent id < {i} or null, index >= 0]"
+            )
+        actors.append((pair[0], pair[1]))
+    if actors:
+        for i, s in enumerate(steps):
+            if s.actor >= len(actors):
+                raise InputError(f"{source}: steps[{i}] names actor {s.actor}, not in 'actors'")
+    failure = data.get("failure")
+    if failure is not None and not isinstance(failure, dict):
+        raise InputError(f"{source}: 'failure' must be an object or null")
+    max_steps = data.get("max_steps")
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise InputError(f"{source}: 'max_steps' must be a positive integer")
+    return ScheduleFile(
+        program=program,
+        strategy=strategy,
+        seed=seed,
+        timers=timers,
+        steps=steps,
+        actors=actors,
+        failure=Failure.from_json(failure) if failure is not None else None,
+        max_steps=max_steps,
+    )
+
+
+def read(path: str | os.PathLike[str]) -> ScheduleFile:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such schedule file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read the schedule file ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{p}:{exc.lineno}: not valid JSON ({exc.msg}); is this a ChaosSloth schedule?"
+        ) from None
+    return parse(data, str(p))
+
+
+def load_program(sched: ScheduleFile, path: str | os.PathLike[str] | None = None) -> Any:
+    """Loads the schedule's program (from `path` if given, else the recorded path); warns with
+    ProgramChangedWarning if the file's SHA-256 is not the recorded one."""
+    from chaossloth import scenario
+
+    prog = sched.program
+    file = Path(path) if path is not None else Path(prog["path"])
+    if "scenario" in prog:
+        program = scenario.load_scenario(file, prog["scenario"])
+    else:
+        tasks = prog.get("tasks", 2)
+        if not isinstance(tasks, int):
+            raise InputError("schedule: program 'tasks' must be an integer")
+        program = scenario.load_workload(
+            file, prog["cls"], prog["method"], tasks, prog.get("args"), prog.get("init_args")
+        )
+    if program.sha256 != prog["sha256"]:
+        warnings.warn(
+            f"{file} changed since the schedule was recorded (sha256 differs); replaying anyway",
+            ProgramChangedWarning,
+            stacklevel=2,
+        )
+    return program
+
+
+def replay(
+    sched: ScheduleFile,
+    factory: Callable[[], Any],
+    *,
+    oracle: Callable[[Any], Any] | None = None,
+    max_steps: int | None = None,
+) -> ExecutionResult:
+    """Replays the schedule once.  Raises ScheduleDivergedError (a NondeterminismError) naming
+    the step, the expected actor and what was enabled if the program does not follow it."""
+    from chaossloth import errors
+
+    steps_budget = max_steps or sched.max_steps or max(10000, 2 * len(sched.steps) + 10)
+    try:
+        return run_once(
+            factory,
+            schedule=sched.schedule,
+            actor_paths=sched.actors or None,
+            timers=sched.timers,
+            max_steps=steps_budget,
+            oracle=oracle,
+            detailed=True,
+        )
+    except errors.NondeterminismError as exc:
+        d = dict(getattr(exc, "divergence", None) or {})
+        names = {s.actor: s.name for s in sched.steps}
+        if isinstance(d.get("expected"), int) and d["expected"] in names:
+            d["expected_name"] = names[d["expected"]]
+        diverged = getattr(errors, "ScheduleDivergedError", errors.NondeterminismError)
+        msg = (
+            f"replay diverged: {divergence_text(d, len(sched.steps))}. {NONDETERMINISM_HINT} "
+            "Or the program changed since the schedule was recorded."
+        )
+        raise _make(diverged, msg, d) from None
+
+
+def _make(cls: type[BaseException], msg: str, d: dict[str, Any]) -> BaseException:
+    enabled = d.get("enabled")
+    try:
+        err = cls(
+            msg,
+            step=d.get("step"),
+            expected=d.get("expected"),
+            enabled=list(enabled) if isinstance(enabled, (list, tuple)) else None,
+        )
+    except TypeError:
+        err = cls(msg)
+    try:
+        err.divergence = d  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return err

@@ -1,0 +1,347 @@
+/* test_trace.c -- vector clocks, dependency, covering relation and the
+ * Mazurkiewicz fingerprint, checked against brute force on random traces. */
+#include "ctest.h"
+#include "internal.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------ a random trace */
+
+#define MAXE 40
+#define MAXA 4
+
+typedef struct {
+    cs_actor actor;
+    int64_t by;
+    int n;
+    cs_access acc[MAXA];
+} gev;
+
+typedef struct {
+    int n;
+    gev e[MAXE];
+} gtrace;
+
+static uint64_t lcg_state;
+static uint32_t rnd(uint32_t bound) {
+    lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)((lcg_state >> 33) % bound);
+}
+
+static void gen(gtrace *g, int n, int n_actors, int n_objects, int n_keys) {
+    g->n = n;
+    for (int i = 0; i < n; i++) {
+        gev *e = &g->e[i];
+        e->actor = rnd((uint32_t)n_actors);
+        uint32_t r = rnd(10);
+        e->by = (i > 0 && r < 2) ? (int64_t)rnd((uint32_t)i) : (r == 2 && i > 0 ? CS_AFTER_ALL : -1);
+        e->n = (int)rnd(MAXA + 1);
+        for (int k = 0; k < e->n; k++) {
+            e->acc[k].object = 100 + rnd((uint32_t)n_objects);
+            e->acc[k].key = rnd(5) == 0 ? CS_KEY_WHOLE : rnd((uint32_t)n_keys);
+            e->acc[k].kind = rnd(2) ? CS_READ : CS_WRITE;
+            e->acc[k].site = (uint32_t)k;
+        }
+    }
+}
+
+static int record(cs_trace *t, const gtrace *g) {
+    cs_trace_reset(t);
+    for (int i = 0; i < g->n; i++) {
+        const gev *e = &g->e[i];
+        if (cs_trace_step_begin(t, e->actor, e->by)) return -1;
+        for (int k = 0; k < e->n; k++)
+            if (cs_trace_access_add(t, e->acc[k].object, e->acc[k].key,
+                                    (cs_access_kind)e->acc[k].kind, e->acc[k].site))
+                return -1;
+        if (cs_trace_step_end(t)) return -1;
+    }
+    return 0;
+}
+
+static bool ref_dep(const gtrace *g, int a, int b) {
+    if (a > b) { int x = a; a = b; b = x; }
+    const gev *x = &g->e[a], *y = &g->e[b];
+    if (x->actor == y->actor) return true;
+    if (y->by == a || y->by == CS_AFTER_ALL) return true;
+    for (int i = 0; i < x->n; i++)
+        for (int j = 0; j < y->n; j++) {
+            const cs_access *p = &x->acc[i], *q = &y->acc[j];
+            if (p->object != q->object) continue;
+            if (p->kind != CS_WRITE && q->kind != CS_WRITE) continue;
+            if (p->key == q->key || p->key == CS_KEY_WHOLE || q->key == CS_KEY_WHOLE)
+                return true;
+        }
+    return false;
+}
+
+/* hb[a][b]: transitive closure of dependency restricted to a < b */
+static void ref_hb(const gtrace *g, bool hb[MAXE][MAXE]) {
+    memset(hb, 0, sizeof(bool) * MAXE * MAXE);
+    for (int b = 0; b < g->n; b++)
+        for (int a = b - 1; a >= 0; a--) {
+            if (ref_dep(g, a, b)) hb[a][b] = true;
+            if (hb[a][b])
+                for (int c = 0; c < a; c++)
+                    if (hb[c][a]) hb[c][b] = true;
+        }
+}
+
+/* ------------------------------------------------------------- tests */
+
+static void test_basic_clocks(void) {
+    cs_trace *t = NULL;
+    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    /* 0: a writes x; 1: b reads y; 2: b reads x; 3: a reads y */
+    CHECK_EQ(cs_trace_step_begin(t, 0, -1), CS_OK);
+    CHECK_EQ(cs_trace_access_add(t, 1, 7, CS_WRITE, 0), CS_OK);
+    CHECK_EQ(cs_trace_step_end(t), CS_OK);
+    CHECK_EQ(cs_trace_step_begin(t, 1, -1), CS_OK);
+    CHECK_EQ(cs_trace_access_add(t, 1, 8, CS_READ, 0), CS_OK);
+    CHECK_EQ(cs_trace_step_end(t), CS_OK);
+    CHECK_EQ(cs_trace_step_begin(t, 1, -1), CS_OK);
+    CHECK_EQ(cs_trace_access_add(t, 1, 7, CS_READ, 0), CS_OK);
+    CHECK_EQ(cs_trace_step_end(t), CS_OK);
+    CHECK_EQ(cs_trace_step_begin(t, 0, -1), CS_OK);
+    CHECK_EQ(cs_trace_access_add(t, 1, 8, CS_READ, 0), CS_OK);
+    CHECK_EQ(cs_trace_step_end(t), CS_OK);
+    CHECK_EQ(cs_trace_len(t), 4);
+    CHECK(cs_trace_hb(t, 0, 2));
+    CHECK(!cs_trace_hb(t, 1, 3));
+    CHECK(!cs_trace_hb(t, 0, 1));
+    CHECK(cs_trace_hb(t, 1, 2));
+    CHECK(!cs_trace_hb(t, 2, 0));
+    CHECK(cs_trace_dep(t, 0, 2));
+    CHECK(!cs_trace_dep(t, 1, 3));
+    const uint32_t *clk;
+    size_t len;
+    CHECK_EQ(cs_trace_get_clock(t, 2, &clk, &len), CS_OK);
+    CHECK_EQ(len, 2);
+    CHECK_EQ(clk[0], 1);
+    CHECK_EQ(clk[1], 2);
+    size_t preds[4], np;
+    CHECK_EQ(cs_trace_preds(t, 2, preds, 4, &np), CS_OK);
+    CHECK_EQ(np, 2);
+    cs_event ev;
+    CHECK_EQ(cs_trace_get_event(t, 3, &ev), CS_OK);
+    CHECK_EQ(ev.actor, 0);
+    CHECK_EQ(ev.actor_step, 1);
+    CHECK_EQ(cs_trace_get_event(t, 4, &ev), CS_EINVAL);
+    /* out of sequence */
+    CHECK_EQ(cs_trace_step_end(t), CS_ESTATE);
+    CHECK_EQ(cs_trace_access_add(t, 1, 1, CS_READ, 0), CS_ESTATE);
+    CHECK_EQ(cs_trace_step_begin(t, 0, 9), CS_EINVAL);
+    cs_trace_free(t);
+}
+
+static void test_wildcard_and_after_all(void) {
+    cs_trace *t = NULL;
+    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    /* 0: a reads (o,1); 1: b writes (o,WHOLE); 2: c reads (o,2);
+     * 3: d reads (p,1) after all */
+    cs_trace_step_begin(t, 0, -1);
+    cs_trace_access_add(t, 5, 1, CS_READ, 0);
+    cs_trace_step_end(t);
+    cs_trace_step_begin(t, 1, -1);
+    cs_trace_access_add(t, 5, CS_KEY_WHOLE, CS_WRITE, 0);
+    cs_trace_step_end(t);
+    cs_trace_step_begin(t, 2, -1);
+    cs_trace_access_add(t, 5, 2, CS_READ, 0);
+    cs_trace_step_end(t);
+    CHECK(cs_trace_hb(t, 0, 1));
+    CHECK(cs_trace_hb(t, 1, 2));
+    CHECK(cs_trace_hb(t, 0, 2));
+    size_t p[4], np;
+    cs_trace_preds(t, 2, p, 4, &np);
+    CHECK_EQ(np, 1);
+    CHECK_EQ(p[0], 1);
+    cs_trace_step_begin(t, 3, CS_AFTER_ALL);
+    cs_trace_access_add(t, 6, 1, CS_READ, 0);
+    cs_trace_step_end(t);
+    CHECK(cs_trace_hb(t, 0, 3) && cs_trace_hb(t, 2, 3));
+    cs_trace_preds(t, 3, p, 4, &np);
+    CHECK_EQ(np, 1);
+    CHECK_EQ(p[0], 2);
+    CHECK(cs_trace_dep(t, 0, 3));
+    /* lock operations conflict like writes: 4 acquire, 5 release, 6 acquire */
+    cs_trace_step_begin(t, 0, -1);
+    cs_trace_access_add(t, 9, 0, CS_LOCK_ACQUIRE, 0);
+    cs_trace_step_end(t);
+    cs_trace_step_begin(t, 0, -1);
+    cs_trace_access_add(t, 9, 0, CS_LOCK_RELEASE, 0);
+    cs_trace_step_end(t);
+    cs_trace_step_begin(t, 1, -1);
+    cs_trace_access_add(t, 9, 0, CS_LOCK_ACQUIRE, 0);
+    cs_trace_step_end(t);
+    CHECK(cs_trace_dep(t, 5, 6));
+    CHECK(cs_trace_hb(t, 4, 6));
+    cs_trace_preds(t, 6, p, 4, &np);
+    CHECK_EQ(np, 2); /* the release 5, and actor 1's previous step 1 */
+    CHECK_EQ(cs_trace_access_add(t, 1, 1, (cs_access_kind)9, 0), CS_ESTATE);
+    cs_trace_step_begin(t, 1, -1);
+    CHECK_EQ(cs_trace_access_add(t, 1, 1, (cs_access_kind)9, 0), CS_EINVAL);
+    cs_trace_step_end(t);
+    cs_trace_free(t);
+}
+
+/* Random traces: clocks, HB, dependency and preds equal brute force. */
+static void test_random_against_brute_force(void) {
+    static bool hb[MAXE][MAXE];
+    cs_trace *t = NULL;
+    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    lcg_state = 12345;
+    for (int round = 0; round < 400; round++) {
+        gtrace g;
+        gen(&g, 1 + (int)rnd(MAXE), 1 + (int)rnd(5), 1 + (int)rnd(3), 1 + (int)rnd(3));
+        CHECK_EQ(record(t, &g), 0);
+        ref_hb(&g, hb);
+        int bad = 0;
+        for (int a = 0; a < g.n; a++)
+            for (int b = 0; b < g.n; b++) {
+                if (a != b && cs_trace_dep(t, (size_t)a, (size_t)b) != ref_dep(&g, a, b)) bad++;
+                if (cs_trace_hb(t, (size_t)a, (size_t)b) != (a != b && hb[a][b])) bad++;
+            }
+        for (int b = 0; b < g.n; b++) {
+            size_t p[MAXE], np;
+            CHECK_EQ(cs_trace_preds(t, (size_t)b, p, MAXE, &np), CS_OK);
+            bool is_pred[MAXE] = {0};
+            for (size_t k = 0; k < np; k++) is_pred[p[k]] = true;
+            for (int a = 0; a < b; a++) {
+                bool cover = hb[a][b];
+                for (int c = a + 1; c < b && cover; c++)
+                    if (hb[a][c] && hb[c][b]) cover = false;
+                if (cover != is_pred[a]) bad++;
+            }
+        }
+        CHECK_EQ(bad, 0);
+        if (bad) break;
+    }
+    cs_trace_free(t);
+}
+
+/* Re-records g in the order perm (a linearisation of its HB order). */
+static void permute(const gtrace *g, const int *perm, gtrace *out) {
+    int pos[MAXE];
+    for (int i = 0; i < g->n; i++) pos[perm[i]] = i;
+    out->n = g->n;
+    for (int i = 0; i < g->n; i++) {
+        out->e[i] = g->e[perm[i]];
+        if (out->e[i].by >= 0) out->e[i].by = pos[out->e[i].by];
+    }
+}
+
+/* Random linearisation of the HB order of g.  A CS_AFTER_ALL event is a
+ * barrier: an event placed before it would become its HB predecessor. */
+static void random_linearisation(const gtrace *g, bool hb[MAXE][MAXE], int *perm) {
+    bool done[MAXE] = {0};
+    for (int k = 0; k < g->n; k++) {
+        int ready[MAXE], nr = 0;
+        for (int b = 0; b < g->n; b++) {
+            if (done[b]) continue;
+            bool ok = true;
+            for (int a = 0; a < b && ok; a++)
+                if ((hb[a][b] || g->e[a].by == CS_AFTER_ALL) && !done[a]) ok = false;
+            if (ok) ready[nr++] = b;
+        }
+        int x = ready[rnd((uint32_t)nr)];
+        done[x] = true;
+        perm[k] = x;
+    }
+}
+
+static void test_fingerprint(void) {
+    static bool hb[MAXE][MAXE], hb2[MAXE][MAXE];
+    cs_trace *t = NULL;
+    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    lcg_state = 777;
+    int differing = 0, same_fail = 0, diff_fail = 0;
+    for (int round = 0; round < 300; round++) {
+        gtrace g, g2;
+        gen(&g, 2 + (int)rnd(MAXE - 2), 2 + (int)rnd(4), 1 + (int)rnd(3), 1 + (int)rnd(3));
+        record(t, &g);
+        uint64_t f = cs_trace_fingerprint(t);
+        ref_hb(&g, hb);
+        int perm[MAXE];
+        random_linearisation(&g, hb, perm);
+        permute(&g, perm, &g2);
+        record(t, &g2);
+        if (cs_trace_fingerprint(t) != f) same_fail++;
+        /* swap two adjacent dependent events of different actors where the
+         * later one was not scheduled by the earlier: a different trace */
+        for (int i = 0; i + 1 < g.n; i++) {
+            if (g.e[i].actor == g.e[i + 1].actor || g.e[i + 1].by == i ||
+                g.e[i + 1].by == CS_AFTER_ALL || g.e[i].by == CS_AFTER_ALL ||
+                !ref_dep(&g, i, i + 1))
+                continue;
+            int sw[MAXE];
+            for (int k = 0; k < g.n; k++) sw[k] = k;
+            sw[i] = i + 1;
+            sw[i + 1] = i;
+            permute(&g, sw, &g2);
+            ref_hb(&g2, hb2);
+            record(t, &g2);
+            if (cs_trace_fingerprint(t) == f) diff_fail++;
+            differing++;
+            break;
+        }
+    }
+    CHECK_EQ(same_fail, 0);
+    CHECK_EQ(diff_fail, 0);
+    CHECK(differing > 50);
+    cs_trace_free(t);
+}
+
+/* Exhaustive check on a tiny program: the number of distinct fingerprints
+ * over all interleavings equals the number of distinct HB partial orders. */
+static void test_fingerprint_counts(void) {
+    /* three actors: a: w(x); b: r(x); c: r(y).  Interleavings: 3! = 6.
+     * Traces: order of a's write vs b's read matters (2), c is independent. */
+    cs_trace *t = NULL;
+    cs_trace_new(&t);
+    int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    uint64_t fp[6];
+    for (int p = 0; p < 6; p++) {
+        cs_trace_reset(t);
+        for (int k = 0; k < 3; k++) {
+            int a = perms[p][k];
+            cs_trace_step_begin(t, (cs_actor)a, -1);
+            if (a == 0) cs_trace_access_add(t, 1, 1, CS_WRITE, 0);
+            if (a == 1) cs_trace_access_add(t, 1, 1, CS_READ, 0);
+            if (a == 2) cs_trace_access_add(t, 1, 2, CS_READ, 0);
+            cs_trace_step_end(t);
+        }
+        fp[p] = cs_trace_fingerprint(t);
+    }
+    int distinct = 0;
+    for (int i = 0; i < 6; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen |= fp[j] == fp[i];
+        distinct += !seen;
+    }
+    CHECK_EQ(distinct, 2);
+    cs_trace_free(t);
+}
+
+/* Many resets with long executions: memory is reused (ASan checks leaks). */
+static void test_reset_reuse(void) {
+    cs_trace *t = NULL;
+    cs_trace_new(&t);
+    for (int round = 0; round < 20; round++) {
+        cs_trace_reset(t);
+        for (int i = 0; i < 500; i++) {
+            CHECK_EQ(cs_trace_step_begin(t, (cs_actor)(i % 7), i > 0 && i % 11 == 0 ? CS_AFTER_ALL : -1), CS_OK);
+            cs_trace_access_add(t, (uint64_t)(i % 13), (uint64_t)(i % 3), i % 2 ? CS_READ : CS_WRITE, 0);
+            cs_trace_access_add(t, (uint64_t)(i % 5), CS_KEY_WHOLE, CS_READ, 0);
+            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+        }
+        CHECK_EQ(cs_trace_len(t), 500);
+        CHECK(cs_trace_hb(t, 0, 499));
+    }
+    cs_trace_free(t);
+}
+
+#define TESTS(X)                                                               \
+    X(test_basic_clocks) X(test_wildcard_and_after_all)                        \
+    X(test_random_against_brute_force) X(test_fingerprint)                     \
+    X(test_fingerprint_counts) X(test_reset_reuse)
+CTEST_MAIN()

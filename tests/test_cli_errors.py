@@ -1,0 +1,261 @@
+"""Bad input, end to end: one readable message on stderr, exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop("CHAOSSLOTH_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "chaossloth", *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def assert_input_error(r: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    for n in needles:
+        assert n.lower() in r.stderr.lower(), r.stderr
+
+
+def write(tmp: Path, name: str, body: str) -> Path:
+    p = tmp / name
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+SEED = str(EXAMPLES / "multi_resource.py")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert_input_error(cli("check", "nope.py", "--scenario", "x", cwd=tmp_path), "no such file")
+
+
+def test_syntax_error(tmp_path: Path) -> None:
+    p = write(tmp_path, "bad.py", "async def main(:\n    pass\n")
+    assert_input_error(cli("check", str(p), "--scenario", "main", cwd=tmp_path), "syntax")
+
+
+def test_unknown_scenario(tmp_path: Path) -> None:
+    assert_input_error(cli("check", SEED, "--scenario", "nope", cwd=tmp_path), "two_requests")
+
+
+def test_unknown_class(tmp_path: Path) -> None:
+    r = cli("check", SEED, "--cls", "Nope", "--method", "handle_request", cwd=tmp_path)
+    assert_input_error(r, "MultiResourceServer")
+
+
+def test_unknown_method(tmp_path: Path) -> None:
+    r = cli("check", SEED, "--cls", "MultiResourceServer", "--method", "nope", cwd=tmp_path)
+    assert_input_error(r, "handle_request")
+
+
+def test_method_not_async(tmp_path: Path) -> None:
+    p = write(
+        tmp_path,
+        "sync.py",
+        """
+        class C:
+            def m(self):
+                return 1
+        """,
+    )
+    assert_input_error(cli("check", str(p), "--cls", "C", "--method", "m", cwd=tmp_path), "async")
+
+
+def test_bad_literal(tmp_path: Path) -> None:
+    r = cli(
+        "check",
+        SEED,
+        "--cls",
+        "MultiResourceServer",
+        "--method",
+        "handle_request",
+        "--args",
+        "audit(",
+        cwd=tmp_path,
+    )
+    assert_input_error(r, "literal")
+
+
+def test_cls_without_method(tmp_path: Path) -> None:
+    assert_input_error(cli("check", SEED, "--cls", "MultiResourceServer", cwd=tmp_path), "--method")
+
+
+def test_unknown_invariant(tmp_path: Path) -> None:
+    r = cli(
+        "check",
+        SEED,
+        "--cls",
+        "MultiResourceServer",
+        "--method",
+        "handle_request",
+        "--args",
+        "'a'",
+        "--invariant",
+        "nope",
+        cwd=tmp_path,
+    )
+    assert_input_error(r, "consistent")
+
+
+def test_argparse_errors_exit_2(tmp_path: Path) -> None:
+    r = cli("check", SEED, "--strategy", "magic", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = cli("check", SEED, "--time-limit", "-1", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = cli("check", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_fix_is_not_implemented(tmp_path: Path) -> None:
+    assert_input_error(cli("fix", SEED, cwd=tmp_path), "not implemented")
+
+
+def test_never_terminates(tmp_path: Path) -> None:
+    p = write(
+        tmp_path,
+        "spin.py",
+        """
+        import asyncio
+
+        async def main():
+            while True:
+                await asyncio.sleep(0)
+        """,
+    )
+    r = cli("check", str(p), "--scenario", "main", "--max-steps", "2000", cwd=tmp_path)
+    assert_input_error(r, "never terminates")
+
+
+def test_real_io(tmp_path: Path) -> None:
+    p = write(
+        tmp_path,
+        "io.py",
+        """
+        import asyncio
+        import socket
+
+        async def main():
+            a, b = socket.socketpair()
+            a.setblocking(False)
+            try:
+                await asyncio.get_running_loop().sock_recv(a, 1)
+            finally:
+                a.close()
+                b.close()
+        """,
+    )
+    assert_input_error(cli("check", str(p), "--scenario", "main", cwd=tmp_path), "I/O")
+
+
+def test_nondeterministic(tmp_path: Path) -> None:
+    # state leaking from one execution into the next: every run takes more steps
+    p = write(
+        tmp_path,
+        "leak.py",
+        """
+        import asyncio
+
+        RUNS = [0]
+
+        async def main():
+            RUNS[0] += 1
+            for _ in range(RUNS[0]):
+                await asyncio.sleep(0)
+        """,
+    )
+    assert_input_error(cli("check", str(p), "--scenario", "main", cwd=tmp_path), "nondeterministic")
+
+
+def test_replay_missing_and_garbage_files(tmp_path: Path) -> None:
+    assert_input_error(cli("replay", "missing.json", cwd=tmp_path), "no such")
+    g = tmp_path / "garbage.json"
+    g.write_text("{not json")
+    assert_input_error(cli("replay", str(g), cwd=tmp_path), "json")
+    o = tmp_path / "other.json"
+    o.write_text(json.dumps({"format": "something-else"}))
+    assert_input_error(cli("replay", str(o), cwd=tmp_path), "not a chaossloth schedule")
+
+
+def _failing_schedule(tmp_path: Path, source: str) -> tuple[Path, Path]:
+    prog = write(tmp_path, "prog.py", source)
+    sched = tmp_path / "s.json"
+    r = cli(
+        "check",
+        str(prog),
+        "--scenario",
+        "main",
+        "--schedule-out",
+        str(sched),
+        "--no-telemetry",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    return prog, sched
+
+
+RACY = """
+import asyncio
+
+class Box:
+    def __init__(self):
+        self.v = 0
+
+    async def bump(self):
+        v = self.v
+        await asyncio.sleep(0)
+        self.v = v + 1
+
+async def main():
+    b = Box()
+    await asyncio.gather(b.bump(), b.bump())
+    assert b.v == 2, b.v
+"""
+
+
+def test_replay_after_fix_passes(tmp_path: Path) -> None:
+    prog, sched = _failing_schedule(tmp_path, RACY)
+    assert cli("replay", str(sched), cwd=tmp_path).returncode == 1
+    # the fix keeps the same steps (same awaits) but makes the update atomic
+    prog.write_text(
+        RACY.replace("v = self.v\n", "self.v += 1\n        v = None\n").replace(
+            "self.v = v + 1", "pass"
+        )
+    )
+    r = cli("replay", str(sched), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "passes now" in r.stdout
+
+
+def test_replay_of_a_schedule_that_no_longer_fits(tmp_path: Path) -> None:
+    prog, sched = _failing_schedule(tmp_path, RACY)
+    prog.write_text(RACY.replace("await asyncio.sleep(0)", "pass"))
+    r = cli("replay", str(sched), cwd=tmp_path)
+    assert_input_error(r, "diverged", "step")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["check", "--help"], ["replay", "--help"]])
+def test_help_exits_0(tmp_path: Path, args: list[str]) -> None:
+    r = cli(*args, cwd=tmp_path)
+    assert r.returncode == 0 and "usage" in r.stdout.lower()

@@ -1,0 +1,441 @@
+"""The runner: oracles, minimal failing schedule, seeded reproducibility, budgets; scenarios and
+workloads loaded from files with clean input errors."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaossloth import runner, scenario
+from chaossloth.errors import InputError
+from chaossloth.runner import ExecutionResult, Step
+
+
+def _write(tmp_path: Path, name: str, src: str) -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(src))
+    return p
+
+
+LOST_UPDATE = """\
+import asyncio
+
+class Counter:
+    def __init__(self):
+        self.value = 0
+
+    async def incr(self, pause):
+        for _ in range(pause):
+            await asyncio.sleep(0)
+        v = self.value
+        await asyncio.sleep(0)
+        self.value = v + 1
+
+async def main():
+    c = Counter()
+    await asyncio.gather(c.incr(0), c.incr(2))
+    assert c.value == 2, f"lost update: value is {c.value}"
+"""
+
+FIXED = """\
+import asyncio
+
+class Counter:
+    def __init__(self):
+        self.value = 0
+        self.lock = asyncio.Lock()
+
+    async def incr(self):
+        async with self.lock:
+            v = self.value
+            await asyncio.sleep(0)
+            self.value = v + 1
+
+async def main():
+    c = Counter()
+    await asyncio.gather(c.incr(), c.incr(), c.incr())
+    assert c.value == 3
+"""
+
+
+@pytest.fixture
+def lost_update(tmp_path: Path) -> scenario.Program:
+    return scenario.load_scenario(_write(tmp_path, "lost.py", LOST_UPDATE), "main")
+
+
+# ------------------------------------------------------------------ oracles
+
+
+def test_fifo_passes_and_has_no_deviation(lost_update: scenario.Program) -> None:
+    r = runner.run_once(lost_update.factory)
+    assert r.outcome == runner.OK, r.failure
+    assert r.deviations == 0
+    assert r.steps[0] == Step(0, "Task main (main)")
+    assert any(s.name.startswith("Task main/") for s in r.steps)
+    assert r.trace is not None and len(r.trace) == len(r.steps)
+
+
+def test_assertion_in_scenario_found_with_user_traceback(lost_update: scenario.Program) -> None:
+    res = runner.explore(lost_update.factory, strategy="random", seed=1, max_executions=200)
+    assert res.failed and res.first_failure is not None
+    f = res.minimal_failure.failure
+    assert f is not None and f.kind == "assertion" and f.type_name == "AssertionError"
+    assert "lost update: value is 1" in f.message
+    assert "lost.py" in f.traceback and "assert c.value == 2" in f.traceback
+    assert "runner.py" not in f.traceback and "asyncio" not in f.traceback
+    # the minimal schedule deviates from the default order, and not more than it must
+    assert res.minimal_failure.deviations >= 1
+    assert res.minimal_failure.deviations <= res.first_failure.deviations
+    assert res.minimal_failure.trace is not None
+
+
+def test_assertion_in_child_task_even_if_retrieved(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "child.py",
+        """\
+        import asyncio
+
+        async def check():
+            assert False, "child says no"
+
+        async def main():
+            await asyncio.gather(check(), return_exceptions=True)
+        """,
+    )
+    r = runner.run_once(scenario.load_scenario(p).factory)
+    assert r.failure is not None and r.failure.kind == "assertion"
+    assert r.failure.task == "Task main/0 (check)"
+    assert "child says no" in r.failure.message
+
+
+def test_exception_never_retrieved(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "unretrieved.py",
+        """\
+        import asyncio
+
+        async def boom():
+            raise ValueError("nobody listens")
+
+        async def main():
+            asyncio.get_running_loop().create_task(boom())
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        """,
+    )
+    r = runner.run_once(scenario.load_scenario(p).factory)
+    assert r.failure is not None and r.failure.kind == "unretrieved"
+    assert r.failure.type_name == "ValueError" and "never retrieved" in r.failure.message
+    assert "unretrieved.py" in r.failure.traceback
+
+
+def test_handled_exception_is_not_a_failure(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "handled.py",
+        """\
+        import asyncio
+
+        async def boom():
+            raise ValueError("handled")
+
+        async def main():
+            try:
+                await asyncio.create_task(boom())
+            except ValueError:
+                pass
+        """,
+    )
+    assert runner.run_once(scenario.load_scenario(p).factory).outcome == runner.OK
+
+
+def test_deadlock(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "dead.py",
+        """\
+        import asyncio
+
+        async def main():
+            ev = asyncio.Event()
+            await ev.wait()
+        """,
+    )
+    r = runner.run_once(scenario.load_scenario(p).factory)
+    assert r.failure is not None and r.failure.kind == "deadlock"
+
+
+def test_lock_order_deadlock_found_by_exploration(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "abba.py",
+        """\
+        import asyncio
+
+        async def ab(a, b):
+            async with a:
+                await asyncio.sleep(0)
+                async with b:
+                    pass
+
+        async def main():
+            a, b = asyncio.Lock(), asyncio.Lock()
+            await asyncio.gather(ab(a, b), ab(b, a))
+        """,
+    )
+    res = runner.explore(scenario.load_scenario(p).factory, strategy="random", seed=3,
+                         max_executions=300)
+    assert res.failed and res.minimal_failure.failure.kind == "deadlock"
+
+
+def test_livelock_step_budget(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "spin.py",
+        """\
+        import asyncio
+
+        async def main():
+            while True:
+                await asyncio.sleep(0)
+        """,
+    )
+    r = runner.run_once(scenario.load_scenario(p).factory, max_steps=50)
+    assert r.failure is not None and r.failure.kind == "livelock"
+    assert len(r.steps) == 50
+
+
+def test_extra_oracle(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "ret.py",
+        """\
+        async def main():
+            return 41
+        """,
+    )
+    prog = scenario.load_scenario(p)
+    ok = runner.run_once(prog.factory, oracle=lambda v: None if v == 41 else f"got {v}")
+    assert ok.outcome == runner.OK and ok.value == 41
+    bad = runner.run_once(prog.factory, oracle=lambda v: f"expected 42, got {v}")
+    assert bad.failure is not None and bad.failure.kind == "oracle"
+    assert bad.failure.message == "expected 42, got 41"
+
+
+def test_workload_serializability(tmp_path: Path) -> None:
+    src = """\
+    import asyncio
+
+    class Server:
+        def __init__(self, start=0):
+            self.sessions = {}
+            self.start = start
+
+        async def handle(self, client):
+            cur = self.sessions.get(client, self.start)
+            await asyncio.sleep(0.0001)
+            self.sessions[client] = cur + 1
+    """
+    p = _write(tmp_path, "server.py", src)
+    prog = scenario.load_workload(p, "Server", "handle", 2, "'audit'", "(5,)")
+    assert prog.describe()["cls"] == "Server"
+    res = runner.explore(prog.factory, strategy="random", seed=0, max_executions=100,
+                         oracle=prog.oracle)
+    assert res.failed
+    f = res.minimal_failure.failure
+    assert f.kind == "oracle" and "not serializable" in f.message and "6" in f.message
+
+
+# ------------------------------------------------------------------ exploration
+
+
+def test_random_is_reproducible_by_seed(lost_update: scenario.Program) -> None:
+    def schedules(seed: int) -> list[list[int]]:
+        got: list[list[int]] = []
+        runner.explore(
+            lost_update.factory,
+            strategy="random",
+            seed=seed,
+            max_executions=12,
+            stop_on_failure=False,
+            on_execution=lambda r: got.append(r.schedule),
+        )
+        return got
+
+    a, b, c = schedules(11), schedules(11), schedules(12)
+    assert a == b
+    assert len(a) == 12
+    assert a != c
+
+
+def test_budget_stops_and_says_incomplete(lost_update: scenario.Program) -> None:
+    res = runner.explore(lost_update.factory, strategy="random", seed=0, max_executions=5,
+                         stop_on_failure=False)
+    assert res.executions == 5
+    assert res.budget_hit and not res.complete
+
+
+def test_fixed_program_has_no_failure(tmp_path: Path) -> None:
+    prog = scenario.load_scenario(_write(tmp_path, "fixed.py", FIXED))
+    res = runner.explore(prog.factory, strategy="random", seed=5, max_executions=60)
+    assert not res.failed and res.executions == 60
+
+
+def test_progress_callback(lost_update: scenario.Program) -> None:
+    seen: list[runner.Progress] = []
+    runner.explore(lost_update.factory, strategy="random", seed=0, max_executions=3,
+                   stop_on_failure=False, progress=seen.append)
+    assert seen and seen[-1].executions == 3
+
+
+def test_minimal_selection_prefers_fewest_deviations() -> None:
+    def r(dev: int, n: int) -> ExecutionResult:
+        return ExecutionResult(outcome=runner.FAILED, steps=[Step(0, "x")] * n, deviations=dev)
+
+    best = None
+    for cand in (r(3, 5), r(1, 9), r(2, 2), r(1, 7), r(1, 8)):
+        if runner._better(cand, best):
+            best = cand
+    assert best is not None and (best.deviations, len(best.steps)) == (1, 7)
+
+
+def test_deviations_from_trace_counts_fifo_inversions() -> None:
+    class Ev:
+        def __init__(self, by: int) -> None:
+            self.scheduled_by = by
+
+    # event 1 and 2 both made ready by event 0; running 2 before 1 is one inversion
+    assert runner.deviations_from_trace([Ev(-1), Ev(0), Ev(0)]) == 0
+    assert runner.deviations_from_trace([Ev(-1), Ev(0), Ev(1), Ev(0)]) == 1
+
+
+def test_replay_of_a_found_schedule(lost_update: scenario.Program) -> None:
+    res = runner.explore(lost_update.factory, strategy="random", seed=1, max_executions=200)
+    best = res.minimal_failure
+    again = runner.run_once(lost_update.factory, schedule=best.schedule,
+                            actor_paths=best.actor_paths)
+    assert again.schedule == best.schedule
+    assert again.failure is not None and again.failure.message == best.failure.message
+
+
+def test_replay_divergence_is_nondeterminism(lost_update: scenario.Program) -> None:
+    from chaossloth.errors import NondeterminismError
+
+    fifo = runner.run_once(lost_update.factory)
+    bad = list(fifo.schedule)
+    bad.insert(1, bad[-1])  # an actor that does not exist yet at step 1
+    with pytest.raises(NondeterminismError, match="diverged: at step 1"):
+        runner.run_once(lost_update.factory, schedule=bad, actor_paths=fifo.actor_paths)
+    with pytest.raises(NondeterminismError, match="program ended"):
+        runner.run_once(lost_update.factory, schedule=fifo.schedule + [0],
+                        actor_paths=fifo.actor_paths)
+
+
+def test_fifo_order_matches_stock_asyncio(tmp_path: Path) -> None:
+    src = """\
+    import asyncio
+
+    LOG = []
+
+    async def w(name, n):
+        for i in range(n):
+            LOG.append((name, i))
+            await asyncio.sleep(0)
+
+    async def main():
+        LOG.clear()
+        loop = asyncio.get_running_loop()
+        loop.call_soon(LOG.append, "cb")
+        await asyncio.gather(w("a", 3), w("b", 2), w("c", 1))
+        await asyncio.sleep(0.01)
+        return list(LOG)
+    """
+    prog = scenario.load_scenario(_write(tmp_path, "order.py", src))
+    stock = asyncio.run(prog.factory())
+    ours = runner.run_once(prog.factory)
+    assert ours.outcome == runner.OK and ours.value == stock
+
+
+# ------------------------------------------------------------------ scenarios
+
+
+def test_scenario_input_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        scenario.load_scenario(tmp_path / "nope.py")
+    bad = _write(tmp_path, "syntax.py", "async def main():\n    x = (\n")
+    with pytest.raises(InputError, match=r"syntax.py:2: syntax error"):
+        scenario.load_scenario(bad)
+    p = _write(
+        tmp_path,
+        "several.py",
+        """\
+        async def alpha():
+            pass
+
+        async def beta():
+            pass
+
+        def sync():
+            pass
+
+        async def needs(x):
+            pass
+        """,
+    )
+    with pytest.raises(InputError, match="no scenario named 'gamma' \\(available: alpha, beta\\)"):
+        scenario.load_scenario(p, "gamma")
+    with pytest.raises(InputError, match="'sync' is not an `async def`"):
+        scenario.load_scenario(p, "sync")
+    with pytest.raises(InputError, match=r"'needs' takes parameters \(x\)"):
+        scenario.load_scenario(p, "needs")
+    with pytest.raises(InputError, match="several scenarios, name one of: alpha, beta"):
+        scenario.load_scenario(p)
+    assert scenario.load_scenario(p, "beta").scenario == "beta"
+    boom = _write(tmp_path, "boom.py", "x = 1\nraise RuntimeError('at import')\n")
+    with pytest.raises(InputError, match=r"boom.py:2: loading the file raised RuntimeError"):
+        scenario.load_scenario(boom)
+
+
+def test_workload_input_errors(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "srv.py",
+        """\
+        class Server:
+            def __init__(self, n=0):
+                self.n = n
+
+            async def handle(self, k):
+                self.n += k
+
+            def sync_handle(self):
+                pass
+        """,
+    )
+    with pytest.raises(InputError, match=r"no class 'Srv' \(classes defined there: Server\)"):
+        scenario.load_workload(p, "Srv", "handle")
+    with pytest.raises(InputError, match=r"no method 'hndl' \(async methods: handle\)"):
+        scenario.load_workload(p, "Server", "hndl")
+    with pytest.raises(InputError, match="Server.sync_handle is not an `async def`"):
+        scenario.load_workload(p, "Server", "sync_handle")
+    with pytest.raises(InputError, match="--args 'audit' is not a Python literal"):
+        scenario.load_workload(p, "Server", "handle", 2, "audit")
+    with pytest.raises(InputError, match="does not accept these --args"):
+        scenario.load_workload(p, "Server", "handle", 2, "(1, 2)")
+    with pytest.raises(InputError, match="does not accept these --init-args"):
+        scenario.load_workload(p, "Server", "handle", 2, "1", "(1, 2)")
+    with pytest.raises(InputError, match="at least 1"):
+        scenario.load_workload(p, "Server", "handle", 0, "1")
+    assert scenario.parse_literal("'a'", "--args") == ("a",)
+    assert scenario.parse_literal("('a', 1)", "--args") == ("a", 1)
+    assert scenario.parse_literal("", "--args") == ()
+
+
+def _unused(*_: Any) -> None:  # keeps linters quiet about typing-only imports
+    pass
