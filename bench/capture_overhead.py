@@ -25,13 +25,16 @@ N = 200_000
 REPS = 5
 
 
-def best(fn: Callable[[], Any]) -> float:
-    times = []
+def best_of(*fns: Callable[[], Any]) -> list[float]:
+    """Best time of each function, measured round-robin so that they share the machine's
+    conditions (the machine is shared; sequential blocks would compare different moments)."""
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(REPS):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - t0)
+    return [min(t) for t in times]
 
 
 def recording(fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -65,7 +68,7 @@ def per_access() -> None:
 
     def plain_get() -> None:
         for _ in range(N):
-            o.x
+            o.x  # noqa: B018 - the measured load
 
     def hook_get() -> None:
         for _ in range(N):
@@ -87,14 +90,12 @@ def per_access() -> None:
         for _k in keys:
             pass
 
-    base = best(empty)
-    base_k = best(empty_keys)
+    base, pg, hg, rg = best_of(empty, plain_get, hook_get, recording(hook_get))
+    base_k, ps, hs, rs = best_of(empty_keys, plain_set, hook_set, recording(hook_set))
     rows = [
-        ("obj.x", best(plain_get) - base, best(hook_get) - base,
-         best(recording(hook_get)) - base),
-        ("d[k] = v", best(plain_set) - base_k, best(hook_set) - base_k,
-         best(recording(hook_set)) - base_k),
-    ]  # fmt: skip
+        ("obj.x", pg - base, hg - base, rg - base),
+        ("d[k] = v", ps - base_k, hs - base_k, rs - base_k),
+    ]
     print(f"per access (ns), {N} accesses per run, best of {REPS}")
     print(f"{'operation':<12}{'plain':>10}{'hook, idle':>14}{'recording':>14}"
           f"{'idle/plain':>12}{'rec/plain':>12}")  # fmt: skip
@@ -140,9 +141,11 @@ def per_function() -> None:
     _register_file("<bench inst>")
     exec(compile_instrumented(WORKLOAD, "<bench inst>"), inst_ns)
     assert plain_ns["work"](100) == inst_ns["work"](100)
-    p = best(lambda: plain_ns["work"](n))
-    i = best(lambda: inst_ns["work"](n))
-    r = best(recording(lambda: inst_ns["work"](n)))
+    p, i, r = best_of(
+        lambda: plain_ns["work"](n),
+        lambda: inst_ns["work"](n),
+        recording(lambda: inst_ns["work"](n)),
+    )
     ex = _core.Explorer("fifo")
     ex.begin()
     ex.step_begin(ex.intern(None, 0), -1)

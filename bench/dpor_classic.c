@@ -134,7 +134,10 @@ static int row(const char *fam, int n, cs_cprog (*make)(int), double cap) {
     cs_cprog_result r;
     int rc = cs_cprog_explore(&p, &cfg, &r);
     if (rc) {
-        printf("%-10s %3d  error: %s\n", fam, n, cs_strerror(rc));
+        printf("%-10s %3d  error: %s%s\n", fam, n, cs_strerror(rc),
+               rc == CS_EINVAL && strcmp(fam, "filesystem") == 0
+                   ? " (does engine/explorer.c accept CS_LOCK_ACQUIRE/CS_LOCK_RELEASE?)"
+                   : "");
         return -1;
     }
     printf("%-10s %3d %12llu %12llu %12.0f %8llu %9.2f %12.0f%s\n", fam, n,

@@ -310,7 +310,11 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
     rc = CS_ENOMEM;
     if (!R.cells || !R.owner || !R.th || !R.actors || !R.enabled || !R.enabled_thread)
         goto cleanup;
-    if ((rc = cs_explorer_new(cfg, &ex))) goto cleanup;
+    {
+        cs_config own = *cfg;
+        own.stable_objects = 1; /* cells and locks are numbered, not allocated */
+        if ((rc = cs_explorer_new(&own, &ex))) goto cleanup;
+    }
     for (size_t t = 0; t < nt; t++)
         if ((rc = cs_actor_intern(ex, CS_NO_ACTOR, (uint32_t)t, &R.actors[t]))) goto cleanup;
 

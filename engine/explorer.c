@@ -333,7 +333,9 @@ int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
                      cs_access_kind kind, uint32_t site) {
     if (!ex) return CS_EINVAL;
     if (ex->phase != IN_STEP) return CS_ESTATE;
-    if (kind != CS_READ && kind != CS_WRITE) return CS_EINVAL;
+    int base = (int)kind & CS_KIND_MASK;
+    if (base < CS_READ || base > CS_LOCK_RELEASE) return CS_EINVAL;
+    if ((kind & CS_ID_STABLE) && (kind & CS_ID_CREATED)) return CS_EINVAL;
     return cs_trace_access_add(ex->trace, object, key, kind, site);
 }
 

@@ -59,6 +59,17 @@ size_t cs_trace_len(const cs_trace *t);
  * steps (modulo hash collisions). */
 uint64_t cs_trace_fingerprint(const cs_trace *t);
 
+/* The name of the object of an access, for comparing executions.  The first
+ * access of the object in the execution decides: with CS_ID_STABLE the id
+ * itself (*birth = 0); with CS_ID_CREATED a name from (actor, actor_step,
+ * rank of the creation in the step) (*birth = 0); otherwise a name from that
+ * first access (event, index) and *birth = event + 1.  Two executions that
+ * share their first m steps give the same names to the objects first
+ * accessed within those steps (births <= m); an object first accessed later
+ * may carry a different name in another execution. */
+int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
+                         uint32_t *birth);
+
 /* Accessors used by explorer.c to implement the public cs_trace_* API. */
 int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out);
 int cs_trace_get_access(const cs_trace *t, size_t index, cs_access *out);

@@ -15,8 +15,7 @@
  * with the depth of an execution and the width of the wakeup trees, never
  * with the number of executions.
  *
- * After every execution E, for each race e <E e' with e' new in this
- * execution: E' = pre(E, e), v = notdep(e, E).e' (the events between e and e'
+ * After every execution E, for each race e <E e': E' = pre(E, e), v = notdep(e, E).e' (the events of E after e
  * that do not happen after e, then e'); if no sleeping actor of E' is a weak
  * initial of v, v is inserted into the wakeup tree of E'.
  *
@@ -31,6 +30,20 @@
  * scheduled_by edge by identity, CS_AFTER_ALL (treated as dependent with
  * everything here: an over-approximation, which only costs executions), or
  * conflicting accesses.
+ *
+ * Objects across executions.  Unless the front end promises stable object
+ * ids (cs_config.stable_objects, as C programs do), an id is an address that
+ * means nothing in another execution.  Objects are then compared by the
+ * trace's names (first access: event + 1 = birth, access index), and every
+ * stored event carries an *anchor*: the length of the prefix it shares with
+ * the current stack (the position where it was recorded or inserted).  Two
+ * events with anchors a and b share the first m = min(a, b) steps, which run
+ * identically, so objects first accessed there (birth <= m) have the same
+ * name in both; an object with birth <= m on one side and birth > m on the
+ * other cannot be the same object (the shared prefix would have named it).
+ * Objects first accessed after the shared prefix on both sides may be one
+ * object under different names, so they are treated as the same object: an
+ * over-approximation that costs executions, never misses one.
  */
 #include "internal.h"
 
@@ -41,8 +54,11 @@
 
 typedef struct {
     uint64_t object, key;
+    uint32_t birth; /* 0: a stable id (no anchor applies) */
     uint8_t kind;
 } dacc;
+
+#define ANCHOR_NOW UINT32_MAX /* an event of the current execution */
 
 typedef struct {
     cs_actor actor;
@@ -51,12 +67,14 @@ typedef struct {
     uint32_t sb_step;
     bool after_all;
     bool known; /* false until the event has been observed or inserted */
+    uint32_t anchor; /* steps shared with the current execution's stack */
     uint32_t n_acc;
     dacc *acc; /* owned (nodes, sleep) or borrowed (trace scratch) */
 } wevent;
 
-static bool conflict(const dacc *x, const dacc *y) {
-    if (x->object != y->object) return false;
+static bool conflict(const dacc *x, const dacc *y, uint32_t shared) {
+    bool both_unnamed = x->birth > shared && y->birth > shared;
+    if (!both_unnamed && x->object != y->object) return false;
     if (x->kind == CS_READ && y->kind == CS_READ) return false;
     return x->key == y->key || x->key == CS_KEY_WHOLE || y->key == CS_KEY_WHOLE;
 }
@@ -66,9 +84,10 @@ static bool dep_ev(const wevent *a, const wevent *b) {
     if (a->after_all || b->after_all) return true;
     if (a->sb_actor == b->actor && a->sb_step == b->step) return true;
     if (b->sb_actor == a->actor && b->sb_step == a->step) return true;
+    uint32_t shared = a->anchor < b->anchor ? a->anchor : b->anchor;
     for (uint32_t i = 0; i < a->n_acc; i++)
         for (uint32_t j = 0; j < b->n_acc; j++)
-            if (conflict(&a->acc[i], &b->acc[j])) return true;
+            if (conflict(&a->acc[i], &b->acc[j], shared)) return true;
     return false;
 }
 
@@ -134,6 +153,7 @@ typedef struct {
     size_t branch;     /* position where this execution's new branch starts */
     size_t depth;      /* steps taken in the current execution */
     bool started, exhausted, incomplete;
+    bool stable_objects; /* cs_config.stable_objects */
     bool blocked_now, diverged_now;
 
     /* scratch for race detection (grows with execution length) */
@@ -141,7 +161,7 @@ typedef struct {
     size_t cap_tev;
     dacc *tacc;
     size_t cap_tacc;
-    uint32_t *vidx;
+    uint32_t *vidx, *dlist;
     bool *vremoved, *reach;
     size_t cap_v;
     wevent vsingle;
@@ -190,9 +210,9 @@ static bool asleep(const position *p, cs_actor a) {
 
 static int dpor_create(cs_explorer *ex, const cs_config *cfg, void **state) {
     (void)ex;
-    (void)cfg;
     dpor_state *s = calloc(1, sizeof *s);
     if (!s) return CS_ENOMEM;
+    s->stable_objects = cfg->stable_objects != 0;
     s->root0 = calloc(1, sizeof *s->root0);
     if (!s->root0) {
         free(s);
@@ -215,6 +235,7 @@ static void dpor_destroy(void *state) {
     free(s->tev);
     free(s->tacc);
     free(s->vidx);
+    free(s->dlist);
     free(s->vremoved);
     free(s->reach);
     free(s);
@@ -275,7 +296,8 @@ static int dpor_choose(cs_explorer *ex, void *state, size_t step,
 }
 
 /* Fills *out with event k of the trace; accesses point into `buf`. */
-static int trace_wevent(const cs_trace *t, size_t k, wevent *out, dacc *buf) {
+static int trace_wevent(const cs_trace *t, bool stable, size_t k, wevent *out,
+                        dacc *buf) {
     cs_event e;
     int rc = cs_trace_get_event(t, k, &e);
     if (rc) return rc;
@@ -285,6 +307,7 @@ static int trace_wevent(const cs_trace *t, size_t k, wevent *out, dacc *buf) {
     out->sb_step = 0;
     out->after_all = e.scheduled_by == CS_AFTER_ALL;
     out->known = true;
+    out->anchor = ANCHOR_NOW;
     if (e.scheduled_by >= 0) {
         cs_event by;
         rc = cs_trace_get_event(t, (size_t)e.scheduled_by, &by);
@@ -298,7 +321,11 @@ static int trace_wevent(const cs_trace *t, size_t k, wevent *out, dacc *buf) {
         cs_access a;
         rc = cs_trace_get_access(t, e.first_access + i, &a);
         if (rc) return rc;
-        buf[i] = (dacc){a.object, a.key, a.kind};
+        uint64_t name = a.object;
+        uint32_t birth = 0;
+        if (!stable && (rc = cs_trace_object_name(t, e.first_access + i, &name, &birth)))
+            return rc;
+        buf[i] = (dacc){name, a.key, birth, a.kind};
     }
     return CS_OK;
 }
@@ -313,6 +340,9 @@ static int grow_scratch(dpor_state *s, size_t n_ev, size_t n_acc) {
         uint32_t *b = realloc(s->vidx, ncap * sizeof *b);
         if (!b) return CS_ENOMEM;
         s->vidx = b;
+        uint32_t *b2 = realloc(s->dlist, ncap * sizeof *b2);
+        if (!b2) return CS_ENOMEM;
+        s->dlist = b2;
         bool *c = realloc(s->vremoved, ncap * sizeof *c);
         if (!c) return CS_ENOMEM;
         s->vremoved = c;
@@ -345,7 +375,8 @@ static int dpor_observe(cs_explorer *ex, void *state, size_t index) {
     if (rc) return rc;
     if (grow_scratch(s, 1, e.n_accesses)) return CS_ENOMEM;
     wevent now;
-    if ((rc = trace_wevent(t, index, &now, s->tacc))) return rc;
+    if ((rc = trace_wevent(t, s->stable_objects, index, &now, s->tacc))) return rc;
+    now.anchor = (uint32_t)index; /* the node lives under this stack prefix */
     if (c->ev.known && c->ev.n_acc >= now.n_acc && (c->ev.acc || now.n_acc == 0)) {
         /* the node now describes the event as it really ran (usually the
          * same accesses: reuse the array) */
@@ -410,7 +441,8 @@ static bool weak_initial(const seqv *v, cs_actor a, const wevent *ev, size_t *at
     return true;
 }
 
-static int insert_v(seqv *v, node *root) {
+/* Inserts v into the wakeup tree `root` of position `at_pos`. */
+static int insert_v(seqv *v, node *root, uint32_t at_pos) {
     dpor_state *s = v->s;
     node *n = root;
     for (;;) {
@@ -439,6 +471,8 @@ static int insert_v(seqv *v, node *root) {
             free(c);
             return rc;
         }
+        /* v runs after E' = pre(E, e): only that prefix is shared */
+        c->ev.anchor = at_pos;
         node_append(n, c);
         n = c;
     }
@@ -448,18 +482,26 @@ static int insert_v(seqv *v, node *root) {
 /* Handles the race (i, j) of the current trace. */
 static int race(dpor_state *s, const cs_trace *t, size_t i, size_t j) {
     seqv v = {s, t, 0, 0};
-    for (size_t k = i + 1; k < j; k++)
-        if (!cs_trace_hb(t, i, k)) s->vidx[v.vlen++] = (uint32_t)k;
+    /* notdep(e, E) over the whole execution, events after e' included (as
+     * in the paper): with data-dependent control flow a shorter v can be
+     * judged covered by a branch that never leads to the reversed trace */
+    size_t len = cs_trace_len(t);
+    for (size_t k = i + 1; k < len; k++)
+        if (k != j && !cs_trace_hb(t, i, k)) s->vidx[v.vlen++] = (uint32_t)k;
     s->vidx[v.vlen++] = (uint32_t)j;
-    /* reach[m]: element m happens before e' within E'.v */
+    /* reach[m]: element m happens before e' within E'.v, i.e. m is, or
+     * happens before, an element d of v that e' depends on directly (HB
+     * between elements other than e' is the trace's) */
     const wevent *ej = &s->tev[j];
-    for (size_t m = v.vlen - 1; m-- > 0;) {
-        bool r = dep_ev(&s->tev[s->vidx[m]], ej);
-        if (!r)
-            for (size_t q = m + 1; q + 1 < v.vlen && !r; q++)
-                if (s->reach[q] && cs_trace_hb(t, s->vidx[m], s->vidx[q])) r = true;
-        s->reach[m] = r;
+    size_t nd = 0;
+    for (size_t m = 0; m + 1 < v.vlen; m++) {
+        s->reach[m] = dep_ev(&s->tev[s->vidx[m]], ej);
+        if (s->reach[m]) s->dlist[nd++] = s->vidx[m];
     }
+    for (size_t m = 0; m + 1 < v.vlen; m++)
+        for (size_t q = 0; q < nd && !s->reach[m]; q++)
+            if (s->dlist[q] > s->vidx[m] && cs_trace_hb(t, s->vidx[m], s->dlist[q]))
+                s->reach[m] = true;
     s->reach[v.vlen - 1] = false;
     for (size_t k = 0; k < v.vlen; k++) s->vremoved[k] = false;
     v.remaining = v.vlen;
@@ -468,7 +510,7 @@ static int race(dpor_state *s, const cs_trace *t, size_t i, size_t j) {
         size_t at;
         if (weak_initial(&v, p->sleep[q].actor, p->sleep[q].ev, &at)) return CS_OK;
     }
-    return insert_v(&v, p->root);
+    return insert_v(&v, p->root, (uint32_t)i);
 }
 
 static bool is_lock_op(const wevent *e, uint8_t kind, uint64_t *obj, uint64_t *key) {
@@ -500,7 +542,7 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
     if (grow_scratch(s, len + 1, n_acc + 1)) return CS_ENOMEM;
     size_t off = 0;
     for (size_t k = 0; k < len; k++) {
-        int rc = trace_wevent(t, k, &s->tev[k], s->tacc + off);
+        int rc = trace_wevent(t, s->stable_objects, k, &s->tev[k], s->tacc + off);
         if (rc) return rc;
         off += s->tev[k].n_acc;
     }
@@ -508,7 +550,10 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
     size_t *preds = malloc(pcap * sizeof *preds);
     if (!preds) return CS_ENOMEM;
     int rc = CS_OK;
-    for (size_t j = s->branch; j < len && rc == CS_OK; j++) {
+    /* Every race of the execution, also those whose both events lie in the
+     * replayed prefix: v depends on the events after e', which change from
+     * one execution to the next. */
+    for (size_t j = 1; j < len && rc == CS_OK; j++) {
         const wevent *ej = &s->tev[j];
         size_t np;
         if ((rc = cs_trace_preds(t, j, preds, pcap, &np))) break;

@@ -53,6 +53,8 @@ typedef struct {
 } resource;
 
 typedef struct {
+    uint64_t name;        /* see cs_trace_object_name */
+    uint32_t birth;       /* 0, or event + 1 of its first (unflagged) access */
     uint32_t whole;       /* resource index of (object, CS_KEY_WHOLE), or NONE */
     act_list key_writes;  /* per actor: last key write since last whole write */
     act_list key_access;  /* per actor: last key access since last whole write */
@@ -90,6 +92,10 @@ struct cs_trace {
 
     cs_access *acc;
     size_t n_acc, cap_acc;
+    uint32_t *acc_obj; /* per access: its object record (set at step end) */
+    size_t cap_acc_obj;
+    uint8_t *acc_flags; /* per access: CS_ID_* flags given with it */
+    size_t cap_acc_flags;
 
     uint32_t *clocks; /* pool: event clocks, each clock_len entries */
     size_t n_clk, cap_clk;
@@ -235,6 +241,8 @@ void cs_trace_free(cs_trace *t) {
     free(t->obj_index.slots);
     free(t->ev);
     free(t->acc);
+    free(t->acc_obj);
+    free(t->acc_flags);
     free(t->clocks);
     free(t->preds);
     free(t->last_ev);
@@ -315,9 +323,13 @@ int cs_trace_access_add(cs_trace *t, uint64_t object, uint64_t key,
                         cs_access_kind kind, uint32_t site) {
     if (!t) return CS_EINVAL;
     if (!t->open) return CS_ESTATE;
+    uint8_t flags = (uint8_t)((unsigned)kind & (CS_ID_STABLE | CS_ID_CREATED));
+    kind = (cs_access_kind)((unsigned)kind & CS_KIND_MASK);
     if (kind < CS_READ || kind > CS_LOCK_RELEASE) return CS_EINVAL;
     if (t->n_acc >= NONE - 1) return CS_ENOMEM;
     if (GROW(t->acc, t->cap_acc, t->n_acc + 1)) return CS_ENOMEM;
+    if (GROW(t->acc_flags, t->cap_acc_flags, t->n_acc + 1)) return CS_ENOMEM;
+    t->acc_flags[t->n_acc] = flags;
     t->acc[t->n_acc++] = (cs_access){object, key, site, (uint8_t)kind};
     t->ev[t->len].n_accesses++;
     return CS_OK;
@@ -354,7 +366,27 @@ static int resource_of(cs_trace *t, uint64_t object, uint64_t key, uint32_t *out
     return CS_OK;
 }
 
-static int object_of(cs_trace *t, uint64_t object, uint32_t *out) {
+/* Names for other executions (cs_trace_object_name).  The top two bits keep
+ * the three families apart: stable ids (00), created objects (01), objects
+ * named by their first access (1x). */
+#define NAME_CREATED (1ULL << 62)
+#define NAME_BIRTH (1ULL << 63)
+
+static uint64_t object_name(uint64_t object, uint8_t flags, cs_actor actor,
+                            uint32_t actor_step, uint32_t created_rank,
+                            uint32_t event, uint32_t access, uint32_t *birth) {
+    *birth = 0;
+    if (flags & CS_ID_STABLE) return object & ~(NAME_CREATED | NAME_BIRTH);
+    if (flags & CS_ID_CREATED)
+        return NAME_CREATED | (mix64(((uint64_t)actor << 32 | actor_step) ^
+                                     mix64(created_rank + 0x9e3779b97f4a7c15ULL)) &
+                               (NAME_CREATED - 1));
+    *birth = event + 1;
+    return NAME_BIRTH | (uint64_t)(event + 1) << 24 | (access & 0xffffff);
+}
+
+static int object_of(cs_trace *t, uint64_t object, uint64_t name, uint32_t birth,
+                     uint32_t *out) {
     size_t old = t->cap_obj;
     if (GROW(t->obj, t->cap_obj, t->n_obj + 1)) return CS_ENOMEM;
     for (size_t i = old; i < t->cap_obj; i++) memset(&t->obj[i], 0, sizeof t->obj[i]);
@@ -363,6 +395,8 @@ static int object_of(cs_trace *t, uint64_t object, uint32_t *out) {
     if (idx == NONE) return CS_ENOMEM;
     if (created) {
         object_rec *o = &t->obj[t->n_obj++];
+        o->name = name;
+        o->birth = birth;
         o->whole = NONE;
         o->key_writes.n = 0;
         o->key_access.n = 0;
@@ -389,10 +423,17 @@ int cs_trace_step_end(cs_trace *t) {
     t->n_cand = 0;
 
     /* Resolve records first: creating records may move the arrays. */
+    if (GROW(t->acc_obj, t->cap_acc_obj, (size_t)first + n_acc + 1)) return CS_ENOMEM;
+    uint32_t created_rank = 0;
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];
-        uint32_t o, r;
-        if (object_of(t, a->object, &o)) return CS_ENOMEM;
+        uint8_t flags = t->acc_flags[first + i];
+        uint32_t o, r, birth;
+        uint64_t name = object_name(a->object, flags, actor, t->ev[me].actor_step,
+                                    created_rank, me, i, &birth);
+        if (flags & CS_ID_CREATED) created_rank++;
+        if (object_of(t, a->object, name, birth, &o)) return CS_ENOMEM;
+        t->acc_obj[first + i] = o;
         if (resource_of(t, a->object, a->key, &r)) return CS_ENOMEM;
         if (a->key == CS_KEY_WHOLE) t->obj[o].whole = r;
         t->refs[i] = (acc_ref){o, r};
@@ -509,6 +550,16 @@ int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out) {
     out->scheduled_by = e->scheduled_by;
     out->first_access = e->first_access;
     out->n_accesses = e->n_accesses;
+    return CS_OK;
+}
+
+int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
+                         uint32_t *birth) {
+    if (!t || !name || !birth || access_index >= t->n_acc) return CS_EINVAL;
+    /* accesses of the open step are resolved only when it ends */
+    if (t->open && access_index >= t->ev[t->len].first_access) return CS_ESTATE;
+    *name = t->obj[t->acc_obj[access_index]].name;
+    *birth = t->obj[t->acc_obj[access_index]].birth;
     return CS_OK;
 }
 

@@ -377,8 +377,10 @@ static PyObject *Explorer_access(ExplorerObject *self, PyObject *const *args,
     if (arg_u64_wrap(args[0], "object", &obj) < 0) return NULL;
     if (arg_u64_wrap(args[1], "key", &key) < 0) return NULL;
     if (arg_u64(args[2], 255, "kind", &kind) < 0) return NULL;
-    if (kind != CS_READ && kind != CS_WRITE) {
-        PyErr_SetString(PyExc_ValueError, "kind must be READ or WRITE");
+    uint64_t base = kind & CS_KIND_MASK, flags = kind & ~(uint64_t)CS_KIND_MASK;
+    if ((base != CS_READ && base != CS_WRITE) || flags == (CS_ID_STABLE | CS_ID_CREATED)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "kind must be READ or WRITE, optionally | ID_STABLE or | ID_CREATED");
         return NULL;
     }
     if (arg_u64(args[3], UINT32_MAX, "site", &site) < 0) return NULL;
@@ -919,6 +921,8 @@ int cs_register_explorer(PyObject *m) {
     } ints[] = {
         {"READ", CS_READ},
         {"WRITE", CS_WRITE},
+        {"ID_STABLE", CS_ID_STABLE},
+        {"ID_CREATED", CS_ID_CREATED},
         {"OUTCOME_OK", CS_OUTCOME_OK},
         {"OUTCOME_FAILED", CS_OUTCOME_FAILED},
         {"OUTCOME_ABORTED", CS_OUTCOME_ABORTED},

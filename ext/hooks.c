@@ -28,20 +28,23 @@
  * front of the operation.  With an explorer attached, the engine itself
  * rejects accesses outside an open step (CS_ESTATE), which we ignore.
  *
- * Resources (see ARCHITECTURE.md): (identity, key).
- *   attribute     (id(obj), hash(name))          names are interned str
- *   module attr   (id(module.__dict__), hash(name)) = the module's globals
- *   subscript     (id(obj), hash(key)) for keys of safe builtin types,
- *                 else CS_KEY_WHOLE (a user __hash__ is never called)
- *   global name   (id(globals), hash(name))
- *   closure cell  (id(cell), CELL_KEY)
- *   whole object  (id(obj), CS_KEY_WHOLE)
+ * Resources (see ARCHITECTURE.md): (identity, key), where the identity is the
+ * object's canonical id (see "canonical identities" below), not its address.
+ *   attribute     (obj, hash(name))          names are interned str
+ *   module attr   (module.__dict__, hash(name)) = the module's globals
+ *   subscript     (obj, hash(key)) for keys of safe builtin types, else
+ *                 CS_KEY_WHOLE (a user __hash__ is never called)
+ *   global name   (globals, hash(name))
+ *   closure cell  (cell, CELL_KEY)
+ *   whole object  (obj, CS_KEY_WHOLE)
  *
- * Invariant: every object whose address was recorded stays alive until the
- * hooks are reset (explorer attached/detached, or _core.hooks_reset()), so an
- * address never names two objects within one execution.
+ * Invariant: every object that got an id stays alive until the hooks are
+ * reset (explorer attached/detached, or _core.hooks_reset()), so an id never
+ * names two objects within one execution.
  */
 #include "bridge.h"
+
+#include <stdbool.h>
 
 #include <stdint.h>
 #include <string.h>
@@ -52,12 +55,46 @@ enum { KIND_UNKNOWN = 0, KIND_READ = 1, KIND_WRITE = 2 };
 
 static cs_explorer *hooks_ex; /* NULL: every hook is a plain operation */
 
-/* ------------------------------------------------------------ keepalive */
+/* ------------------------------------------------ canonical identities */
 
-/* Open-addressing set of strong references, keyed by address.  Never calls
- * __hash__/__eq__ of the objects. */
-static PyObject **keep_slots;
-static size_t keep_cap, keep_len;
+/* The engine compares accesses of different executions (DPOR's sleep sets and
+ * wakeup sequences), so an object must be named the same way in every
+ * execution that reaches it the same way; an address is not (each execution
+ * allocates afresh).  Each object gets, at first sight in an execution, a
+ * canonical id, chosen by the first rule that applies:
+ *   1. a module's globals dict: from the module's __name__;
+ *   2. a class: from its __module__ and __qualname__;
+ *   3. a value first seen as what a named holder holds under a safe key (read
+ *      or stored by an instrumented access: `self.sessions`, `d[k]`, a
+ *      global): from (holder id, key) -- so state reached through named
+ *      objects is named by its path, whoever reaches it first;
+ *   4. otherwise: from the step that first sees it, (actor, actor_step),
+ *      and the rank of the sighting within that step -- the same in every
+ *      execution where that step is the first to see it.
+ * Ids are unique within an execution (a taken id is re-hashed); an object
+ * reached first by different paths in different executions may get different
+ * ids (a known limit: the engine may then under-approximate the dependency
+ * of events from different executions).
+ *
+ * The map also holds a strong reference to each object until the hooks are
+ * reset, so an address never names two objects within one execution. */
+
+#define CID_TAG 0x0B1E000000000000ULL
+#define CID_MASK 0x0000FFFFFFFFFFFFULL
+
+typedef struct {
+    PyObject *obj; /* strong reference; NULL = empty */
+    uint64_t cid;
+    bool stable; /* rules 1 and 2: the same id in every execution, which the
+                    engine may trust (CS_ID_STABLE) */
+} id_slot;
+
+static id_slot *id_slots;
+static size_t id_cap, id_len;
+static uint64_t *used_ids; /* set of cids in use (0 = empty; a cid is never 0) */
+static size_t used_cap, used_len;
+static size_t fresh_event = (size_t)-1;
+static uint64_t fresh_rank;
 
 static size_t ptr_hash(const void *p) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -67,47 +104,242 @@ static size_t ptr_hash(const void *p) {
     return (size_t)x;
 }
 
-static int keep_grow(void) {
-    size_t ncap = keep_cap ? keep_cap * 2 : 1024;
-    PyObject **n = PyMem_Calloc(ncap, sizeof *n);
-    if (!n) {
-        PyErr_NoMemory();
-        return -1;
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t as_cid(uint64_t h) { return CID_TAG | (mix64(h) & CID_MASK); }
+
+static int used_has(uint64_t cid) {
+    if (!used_cap) return 0;
+    size_t j = (size_t)mix64(cid) & (used_cap - 1);
+    while (used_ids[j]) {
+        if (used_ids[j] == cid) return 1;
+        j = (j + 1) & (used_cap - 1);
     }
-    for (size_t i = 0; i < keep_cap; i++) {
-        PyObject *o = keep_slots[i];
-        if (!o) continue;
-        size_t j = ptr_hash(o) & (ncap - 1);
-        while (n[j]) j = (j + 1) & (ncap - 1);
-        n[j] = o;
-    }
-    PyMem_Free(keep_slots);
-    keep_slots = n;
-    keep_cap = ncap;
     return 0;
 }
 
-static int keep_alive(PyObject *o) {
-    if (keep_len * 2 >= keep_cap && keep_grow() < 0) return -1;
-    size_t j = ptr_hash(o) & (keep_cap - 1);
-    while (keep_slots[j]) {
-        if (keep_slots[j] == o) return 0;
-        j = (j + 1) & (keep_cap - 1);
+static int used_add(uint64_t cid) {
+    if (used_len * 2 >= used_cap) {
+        size_t ncap = used_cap ? used_cap * 2 : 1024;
+        uint64_t *n = PyMem_Calloc(ncap, sizeof *n);
+        if (!n) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < used_cap; i++) {
+            if (!used_ids[i]) continue;
+            size_t j = (size_t)mix64(used_ids[i]) & (ncap - 1);
+            while (n[j]) j = (j + 1) & (ncap - 1);
+            n[j] = used_ids[i];
+        }
+        PyMem_Free(used_ids);
+        used_ids = n;
+        used_cap = ncap;
     }
-    Py_INCREF(o);
-    keep_slots[j] = o;
-    keep_len++;
+    size_t j = (size_t)mix64(cid) & (used_cap - 1);
+    while (used_ids[j]) j = (j + 1) & (used_cap - 1);
+    used_ids[j] = cid;
+    used_len++;
     return 0;
 }
 
-/* Drops every kept reference.  The table is detached first: a __del__ run by
- * a decref may itself call a hook. */
-static void keep_clear(void) {
-    PyObject **slots = keep_slots;
-    size_t cap = keep_cap;
-    keep_slots = NULL;
-    keep_cap = keep_len = 0;
-    for (size_t i = 0; i < cap; i++) Py_XDECREF(slots[i]);
+static id_slot *id_find(PyObject *o) {
+    if (!id_cap) return NULL;
+    size_t j = ptr_hash(o) & (id_cap - 1);
+    while (id_slots[j].obj) {
+        if (id_slots[j].obj == o) return &id_slots[j];
+        j = (j + 1) & (id_cap - 1);
+    }
+    return NULL;
+}
+
+/* Inserts o (not present) under a cid not yet used (re-hashing `want`). */
+static int id_insert(PyObject *o, uint64_t want, bool stable, uint64_t *out) {
+    if (id_len * 2 >= id_cap) {
+        size_t ncap = id_cap ? id_cap * 2 : 1024;
+        id_slot *n = PyMem_Calloc(ncap, sizeof *n);
+        if (!n) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < id_cap; i++) {
+            if (!id_slots[i].obj) continue;
+            size_t j = ptr_hash(id_slots[i].obj) & (ncap - 1);
+            while (n[j].obj) j = (j + 1) & (ncap - 1);
+            n[j] = id_slots[i];
+        }
+        PyMem_Free(id_slots);
+        id_slots = n;
+        id_cap = ncap;
+    }
+    uint64_t cid = want;
+    while (used_has(cid)) cid = as_cid(cid + 1);
+    if (used_add(cid) < 0) return -1;
+    size_t j = ptr_hash(o) & (id_cap - 1);
+    while (id_slots[j].obj) j = (j + 1) & (id_cap - 1);
+    id_slots[j].obj = Py_NewRef(o);
+    id_slots[j].cid = cid;
+    id_slots[j].stable = stable;
+    id_len++;
+    *out = cid;
+    return 0;
+}
+
+static uint64_t str_hash(PyObject *s) {
+    if (!s || !PyUnicode_Check(s)) return 0;
+    Py_hash_t h = PyObject_Hash(s);
+    if (h == -1) {
+        PyErr_Clear();
+        return 0;
+    }
+    return (uint64_t)h;
+}
+
+/* Rule 4 names objects after the step that first sees them.  The step is
+ * named by (actor, actor_step) -- the same whatever the interleaving -- when
+ * the running loop tells its current actor (ControlledLoop._cs_actor), else by
+ * its event index.  actor_step comes from the completed events of the trace,
+ * scanned incrementally (each event once per execution). */
+static uint32_t *next_step; /* per actor: actor_step of its next event */
+static size_t next_step_cap, scanned;
+static uint64_t fresh_origin;
+static PyObject *get_running_loop; /* asyncio.events._get_running_loop */
+
+static int current_actor(cs_actor *out) {
+    if (!get_running_loop) {
+        PyObject *mod = PyImport_ImportModule("asyncio.events");
+        if (!mod) return -1;
+        get_running_loop = PyObject_GetAttrString(mod, "_get_running_loop");
+        Py_DECREF(mod);
+        if (!get_running_loop) return -1;
+    }
+    PyObject *loop = PyObject_CallNoArgs(get_running_loop);
+    if (!loop) return -1;
+    int found = 0;
+    if (loop != Py_None) {
+        PyObject *a = PyObject_GetAttrString(loop, "_cs_actor");
+        if (!a) {
+            PyErr_Clear();
+        } else {
+            if (PyLong_Check(a)) {
+                unsigned long v = PyLong_AsUnsignedLong(a);
+                if (!(v == (unsigned long)-1 && PyErr_Occurred())) {
+                    *out = (cs_actor)v;
+                    found = 1;
+                }
+                PyErr_Clear();
+            }
+            Py_DECREF(a);
+        }
+    }
+    Py_DECREF(loop);
+    return found;
+}
+
+static int next_step_reserve(cs_actor a) {
+    if (a < next_step_cap) return 0;
+    size_t ncap = next_step_cap ? next_step_cap : 64;
+    while (ncap <= a) ncap *= 2;
+    uint32_t *n = PyMem_Realloc(next_step, ncap * sizeof *n);
+    if (!n) return -1;
+    memset(n + next_step_cap, 0, (ncap - next_step_cap) * sizeof *n);
+    next_step = n;
+    next_step_cap = ncap;
+    return 0;
+}
+
+static uint64_t origin_of_open_step(size_t ev) {
+    uint64_t by_index = mix64((uint64_t)ev ^ 0x65766eULL);
+    cs_actor actor;
+    int r = current_actor(&actor);
+    if (r <= 0) {
+        PyErr_Clear();
+        return by_index;
+    }
+    for (; scanned < ev; scanned++) {
+        cs_event e;
+        if (cs_trace_event(hooks_ex, scanned, &e) != CS_OK) return by_index;
+        if (next_step_reserve(e.actor) < 0) return by_index;
+        next_step[e.actor] = e.actor_step + 1;
+    }
+    if (next_step_reserve(actor) < 0) return by_index;
+    return mix64(((uint64_t)actor << 32) | next_step[actor]);
+}
+
+/* Rules 1, 2 and 4 of the naming (see above); *stable for rules 1 and 2. */
+static uint64_t first_sight_cid(PyObject *o, bool *stable) {
+    *stable = true;
+    if (PyDict_CheckExact(o)) {
+        PyObject *name = PyDict_GetItemString(o, "__name__"); /* borrowed, no error */
+        PyObject *spec = PyDict_GetItemString(o, "__builtins__");
+        if (name && spec && PyUnicode_Check(name)) return as_cid(str_hash(name) ^ 0x6d6f64ULL);
+    }
+    if (PyType_Check(o)) {
+        PyTypeObject *t = (PyTypeObject *)o;
+        if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE))
+            return as_cid((uint64_t)(uintptr_t)o ^ 0x737461ULL); /* static types never move */
+        PyObject *mod = t->tp_dict ? PyDict_GetItemString(t->tp_dict, "__module__") : NULL;
+        PyObject *qual = ((PyHeapTypeObject *)o)->ht_qualname;
+        return as_cid(mix64(str_hash(mod)) ^ str_hash(qual) ^ 0x747970ULL);
+    }
+    *stable = false;
+    size_t ev = cs_trace_length(hooks_ex);
+    if (ev != fresh_event) {
+        fresh_event = ev;
+        fresh_rank = 0;
+        fresh_origin = origin_of_open_step(ev);
+    }
+    return as_cid(mix64(fresh_origin) ^ (fresh_rank++ * 0x9e3779b97f4a7c15ULL));
+}
+
+/* The canonical id of o in this execution (assigned and kept alive at first
+ * sight), or -1 with an exception. */
+static int canon(PyObject *o, uint64_t *out, bool *stable) {
+    id_slot *s = id_find(o);
+    if (s) {
+        *out = s->cid;
+        *stable = s->stable;
+        return 0;
+    }
+    uint64_t want = first_sight_cid(o, stable);
+    return id_insert(o, want, *stable, out);
+}
+
+/* Rule 3: names `value` after (holder, key) unless it has a name already or
+ * cannot be a holder (immutable scalars are never containers of state). */
+static int name_value(PyObject *value, uint64_t holder, uint64_t key) {
+    if (!value || key == CS_KEY_WHOLE) return 0;
+    PyTypeObject *t = Py_TYPE(value);
+    if (value == Py_None || t == &PyLong_Type || t == &PyBool_Type || t == &PyFloat_Type ||
+        t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyTuple_Type)
+        return 0;
+    if (id_find(value)) return 0;
+    uint64_t cid;
+    return id_insert(value, as_cid(mix64(holder) ^ key ^ 0x70617468ULL), false, &cid);
+}
+
+/* Drops every name and reference.  The tables are detached first: a __del__
+ * run by a decref may itself call a hook. */
+static void ids_clear(void) {
+    id_slot *slots = id_slots;
+    size_t cap = id_cap;
+    id_slots = NULL;
+    id_cap = id_len = 0;
+    PyMem_Free(used_ids);
+    used_ids = NULL;
+    used_cap = used_len = 0;
+    fresh_event = (size_t)-1;
+    fresh_rank = 0;
+    scanned = 0;
+    if (next_step) memset(next_step, 0, next_step_cap * sizeof *next_step);
+    for (size_t i = 0; i < cap; i++) Py_XDECREF(slots[i].obj);
     PyMem_Free(slots);
 }
 
@@ -171,24 +403,27 @@ static int log_access(uint64_t object, uint64_t key, int kind, uint32_t site,
 
 /* --------------------------------------------------------------- record */
 
-/* Records an access of `holder` (kept alive) and returns 0, or -1 with an
- * exception.  `keyobj` is only used by the verbose log. */
+/* Records an access of `holder` (named and kept alive) and returns 0, or -1
+ * with an exception; *cid_out (may be NULL) receives the holder's canonical
+ * id.  `keyobj` is only used by the verbose log. */
 static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
-                  PyObject *keyobj) {
+                  PyObject *keyobj, uint64_t *cid_out) {
     uint32_t site = 0;
     if (site_obj && PyLong_CheckExact(site_obj)) {
         unsigned long s = PyLong_AsUnsignedLong(site_obj);
         if (s == (unsigned long)-1 && PyErr_Occurred()) return -1;
         site = (uint32_t)s;
     }
-    uint64_t object = (uint64_t)(uintptr_t)holder;
-    int rc = cs_access_record(hooks_ex, object, key,
-                              kind == KIND_READ ? CS_READ : CS_WRITE, site);
+    uint64_t object;
+    bool stable;
+    if (canon(holder, &object, &stable) < 0) return -1;
+    if (cid_out) *cid_out = object;
+    int flagged = stable ? kind | CS_ID_STABLE : kind;
+    int rc = cs_access_record(hooks_ex, object, key, (cs_access_kind)flagged, site);
     if (rc == CS_ESTATE) return 0; /* no step open: nothing to record */
     if (cs_py_check(rc) < 0) return -1;
     n_recorded++;
-    if (keep_alive(holder) < 0) return -1;
-    if (log_list && log_access(object, key, kind, site, keyobj) < 0) return -1;
+    if (log_list && log_access(object, key, kind & CS_KIND_MASK, site, keyobj) < 0) return -1;
     return 0;
 }
 
@@ -249,16 +484,31 @@ static int name_hash(PyObject *name, uint64_t *out) {
     return 0;
 }
 
-static int record_attr(PyObject *obj, PyObject *name, int kind, PyObject *site) {
-    uint64_t key;
+/* The resource (holder's id, key) of the access, for naming the value. */
+typedef struct {
+    uint64_t cid, key;
+} path;
+
+static int record_attr(PyObject *obj, PyObject *name, int kind, PyObject *site, path *p) {
+    uint64_t key, cid;
     if (name_hash(name, &key) < 0) return -1;
-    return record(holder_of(obj), key, kind, site, NULL);
+    if (record(holder_of(obj), key, kind, site, NULL, &cid) < 0) return -1;
+    if (p) *p = (path){cid, key};
+    return 0;
 }
 
-static int record_item(PyObject *obj, PyObject *k, int kind, PyObject *site) {
-    uint64_t key;
+static int record_item(PyObject *obj, PyObject *k, int kind, PyObject *site, path *p) {
+    uint64_t key, cid;
     if (key_hash(k, &key) < 0) return -1;
-    return record(obj, key, kind, site, k);
+    if (record(obj, key, kind, site, k, &cid) < 0) return -1;
+    if (p) *p = (path){cid, key};
+    return 0;
+}
+
+/* Names a read result after its path; on failure drops it. */
+static PyObject *named(PyObject *value, const path *p) {
+    if (value && hooks_ex && name_value(value, p->cid, p->key) < 0) Py_CLEAR(value);
+    return value;
 }
 
 #define NARGS(n, fname)                                                                    \
@@ -272,14 +522,20 @@ static int record_item(PyObject *obj, PyObject *k, int kind, PyObject *site) {
 /* ga(obj, name, site) -> getattr(obj, name) */
 static PyObject *h_ga(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "ga");
-    if (hooks_ex && record_attr(a[0], a[1], KIND_READ, a[2]) < 0) return NULL;
-    return PyObject_GetAttr(a[0], a[1]);
+    if (!hooks_ex) return PyObject_GetAttr(a[0], a[1]);
+    path p;
+    if (record_attr(a[0], a[1], KIND_READ, a[2], &p) < 0) return NULL;
+    return named(PyObject_GetAttr(a[0], a[1]), &p);
 }
 
 /* sa(value, obj, name, site): obj.name = value */
 static PyObject *h_sa(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(4, "sa");
-    if (hooks_ex && record_attr(a[1], a[2], KIND_WRITE, a[3]) < 0) return NULL;
+    if (hooks_ex) {
+        path p;
+        if (record_attr(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
+        if (name_value(a[0], p.cid, p.key) < 0) return NULL;
+    }
     if (PyObject_SetAttr(a[1], a[2], a[0]) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -287,7 +543,7 @@ static PyObject *h_sa(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 /* da(obj, name, site): del obj.name */
 static PyObject *h_da(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "da");
-    if (hooks_ex && record_attr(a[0], a[1], KIND_WRITE, a[2]) < 0) return NULL;
+    if (hooks_ex && record_attr(a[0], a[1], KIND_WRITE, a[2], NULL) < 0) return NULL;
     if (PyObject_DelAttr(a[0], a[1]) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -295,14 +551,20 @@ static PyObject *h_da(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 /* gi(obj, key, site) -> obj[key] */
 static PyObject *h_gi(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "gi");
-    if (hooks_ex && record_item(a[0], a[1], KIND_READ, a[2]) < 0) return NULL;
-    return PyObject_GetItem(a[0], a[1]);
+    if (!hooks_ex) return PyObject_GetItem(a[0], a[1]);
+    path p;
+    if (record_item(a[0], a[1], KIND_READ, a[2], &p) < 0) return NULL;
+    return named(PyObject_GetItem(a[0], a[1]), &p);
 }
 
 /* si(value, obj, key, site): obj[key] = value */
 static PyObject *h_si(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(4, "si");
-    if (hooks_ex && record_item(a[1], a[2], KIND_WRITE, a[3]) < 0) return NULL;
+    if (hooks_ex) {
+        path p;
+        if (record_item(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
+        if (name_value(a[0], p.cid, p.key) < 0) return NULL;
+    }
     if (PyObject_SetItem(a[1], a[2], a[0]) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -310,7 +572,7 @@ static PyObject *h_si(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 /* di(obj, key, site): del obj[key] */
 static PyObject *h_di(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "di");
-    if (hooks_ex && record_item(a[0], a[1], KIND_WRITE, a[2]) < 0) return NULL;
+    if (hooks_ex && record_item(a[0], a[1], KIND_WRITE, a[2], NULL) < 0) return NULL;
     if (PyObject_DelItem(a[0], a[1]) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -358,11 +620,12 @@ static PyObject *h_cm(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     int rc;
     if (!f) {
         /* the lookup failed: it still read the attribute */
-        rc = record_attr(recv, name, KIND_READ, a[4]);
+        rc = record_attr(recv, name, KIND_READ, a[4], NULL);
     } else if (PyModule_Check(recv) || is_instrumented_callable(f)) {
-        rc = record_attr(recv, name, KIND_READ, a[4]);
+        rc = record_attr(recv, name, KIND_READ, a[4], NULL);
     } else {
-        rc = record(recv, CS_KEY_WHOLE, kind == KIND_READ ? KIND_READ : KIND_WRITE, a[3], NULL);
+        rc = record(recv, CS_KEY_WHOLE, kind == KIND_READ ? KIND_READ : KIND_WRITE, a[3], NULL,
+                    NULL);
     }
     Py_DECREF(recv);
     if (rc < 0) {
@@ -384,6 +647,7 @@ static PyObject *h_ck(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
         return NULL;
     }
     PyObject *f = a[0];
+    path p = {0, CS_KEY_WHOLE};
     if (hooks_ex) {
         long kind = PyLong_AsLong(a[1]);
         if (kind == -1 && PyErr_Occurred()) return NULL;
@@ -392,15 +656,16 @@ static PyObject *h_ck(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
         if (PyCFunction_Check(f)) {
             PyObject *self = PyCFunction_GET_SELF(f);
             if (self && PyDict_CheckExact(self))
-                rc = record_item(self, a[3], k, a[2]);
+                rc = record_item(self, a[3], k, a[2], &p);
             else if (self && !PyModule_Check(self))
-                rc = record(self, CS_KEY_WHOLE, k, a[2], NULL);
+                rc = record(self, CS_KEY_WHOLE, k, a[2], NULL, NULL);
         } else if (PyMethod_Check(f) && !is_instrumented_callable(f)) {
-            rc = record(PyMethod_GET_SELF(f), CS_KEY_WHOLE, KIND_WRITE, a[2], NULL);
+            rc = record(PyMethod_GET_SELF(f), CS_KEY_WHOLE, KIND_WRITE, a[2], NULL, NULL);
         }
         if (rc < 0) return NULL;
     }
-    return PyObject_Vectorcall(f, a + 3, (size_t)(nargs - 3), NULL);
+    PyObject *r = PyObject_Vectorcall(f, a + 3, (size_t)(nargs - 3), NULL);
+    return p.key == CS_KEY_WHOLE ? r : named(r, &p);
 }
 
 /* contains(key, obj, site) -> key in obj */
@@ -410,9 +675,9 @@ static PyObject *h_contains(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     if (hooks_ex) {
         int rc;
         if (PyDict_CheckExact(obj) || PyAnySet_CheckExact(obj))
-            rc = record_item(obj, k, KIND_READ, a[2]);
+            rc = record_item(obj, k, KIND_READ, a[2], NULL);
         else
-            rc = record(obj, CS_KEY_WHOLE, KIND_READ, a[2], NULL);
+            rc = record(obj, CS_KEY_WHOLE, KIND_READ, a[2], NULL, NULL);
         if (rc < 0) return NULL;
     }
     int r = PySequence_Contains(obj, k);
@@ -428,7 +693,9 @@ static PyObject *h_gr(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "gr");
     if (hooks_ex) {
         PyObject *g = PyEval_GetGlobals(); /* borrowed: the caller's globals */
-        if (g && record_attr(g, a[1], KIND_READ, a[2]) < 0) return NULL;
+        path p;
+        if (g && record_attr(g, a[1], KIND_READ, a[2], &p) < 0) return NULL;
+        if (g && name_value(a[0], p.cid, p.key) < 0) return NULL;
     }
     return Py_NewRef(a[0]);
 }
@@ -438,7 +705,7 @@ static PyObject *h_gw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "gw");
     if (hooks_ex) {
         PyObject *g = PyEval_GetGlobals();
-        if (g && record_attr(g, a[0], KIND_WRITE, a[1]) < 0) return NULL;
+        if (g && record_attr(g, a[0], KIND_WRITE, a[1], NULL) < 0) return NULL;
     }
     Py_RETURN_NONE;
 }
@@ -446,21 +713,21 @@ static PyObject *h_gw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 /* cr(value, cell, site) -> value: a read of a closure cell. */
 static PyObject *h_cr(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "cr");
-    if (hooks_ex && record(a[1], CELL_KEY, KIND_READ, a[2], NULL) < 0) return NULL;
+    if (hooks_ex && record(a[1], CELL_KEY, KIND_READ, a[2], NULL, NULL) < 0) return NULL;
     return Py_NewRef(a[0]);
 }
 
 /* cw(cell, site): the caller just stored or deleted the cell's variable. */
 static PyObject *h_cw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "cw");
-    if (hooks_ex && record(a[0], CELL_KEY, KIND_WRITE, a[1], NULL) < 0) return NULL;
+    if (hooks_ex && record(a[0], CELL_KEY, KIND_WRITE, a[1], NULL, NULL) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 /* rd(obj, site) -> obj: a read of the whole object (len(obj), ...). */
 static PyObject *h_rd(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "rd");
-    if (hooks_ex && record(holder_of(a[0]), CS_KEY_WHOLE, KIND_READ, a[1], NULL) < 0)
+    if (hooks_ex && record(holder_of(a[0]), CS_KEY_WHOLE, KIND_READ, a[1], NULL, NULL) < 0)
         return NULL;
     return Py_NewRef(a[0]);
 }
@@ -478,7 +745,7 @@ static PyObject *h_it(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
                     t == &PyDictKeys_Type || t == &PyDictValues_Type || t == &PyDictItems_Type)
                        ? KIND_READ
                        : KIND_WRITE;
-        if (record(o, CS_KEY_WHOLE, kind, a[1], NULL) < 0) return NULL;
+        if (record(o, CS_KEY_WHOLE, kind, a[1], NULL, NULL) < 0) return NULL;
     }
     return Py_NewRef(a[0]);
 }
@@ -486,7 +753,8 @@ static PyObject *h_it(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 /* ------------------------------------------------ driver-facing functions */
 
 /* record(obj, kind, site=0, key=<whole>): an access recorded by Python code
- * (capture/sync.py).  kind 1 = read, 2 = write. */
+ * (capture/sync.py).  kind 1 = read, 2 = write, optionally or-ed with
+ * ID_CREATED when obj was created by the current step. */
 static PyObject *h_record(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     if (nargs < 2 || nargs > 4) {
         PyErr_SetString(PyExc_TypeError, "record(obj, kind, site=0, key=None)");
@@ -495,14 +763,17 @@ static PyObject *h_record(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     if (!hooks_ex) Py_RETURN_NONE;
     long kind = PyLong_AsLong(a[1]);
     if (kind == -1 && PyErr_Occurred()) return NULL;
-    if (kind != KIND_READ && kind != KIND_WRITE) {
-        PyErr_SetString(PyExc_ValueError, "kind must be 1 (read) or 2 (write)");
+    long base = kind & CS_KIND_MASK;
+    if (base < CS_READ || base > CS_LOCK_RELEASE || (kind & ~(long)(CS_KIND_MASK | CS_ID_CREATED))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "kind must be READ, WRITE, LOCK_ACQUIRE or LOCK_RELEASE, "
+                        "optionally | ID_CREATED");
         return NULL;
     }
     PyObject *site = nargs > 2 ? a[2] : NULL;
-    int rc = (nargs > 3 && a[3] != Py_None) ? record_item(a[0], a[3], (int)kind, site)
-                                            : record(holder_of(a[0]), CS_KEY_WHOLE, (int)kind,
-                                                     site, NULL);
+    int rc = (nargs > 3 && a[3] != Py_None)
+                 ? record_item(a[0], a[3], (int)kind, site, NULL)
+                 : record(holder_of(a[0]), CS_KEY_WHOLE, (int)kind, site, NULL, NULL);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -512,7 +783,7 @@ static PyObject *h_active(PyObject *m, PyObject *unused) {
 }
 
 static PyObject *h_reset(PyObject *m, PyObject *unused) {
-    keep_clear();
+    ids_clear();
     n_recorded = 0;
     Py_RETURN_NONE;
 }
@@ -556,9 +827,17 @@ static PyObject *h_set_files(PyObject *m, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* hooks_object_id(obj) -> the canonical id obj has in this execution, or
+ * None if no hook has seen it. */
+static PyObject *h_object_id(PyObject *m, PyObject *obj) {
+    id_slot *sl = id_find(holder_of(obj));
+    if (!sl) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(sl->cid);
+}
+
 static PyObject *h_stats(PyObject *m, PyObject *unused) {
     return Py_BuildValue("{sKsn}", "recorded", (unsigned long long)n_recorded, "kept_alive",
-                         (Py_ssize_t)keep_len);
+                         (Py_ssize_t)id_len);
 }
 
 /* ------------------------------------------------------------ bridge */
@@ -567,7 +846,7 @@ void cs_hooks_set_explorer(cs_explorer *ex) {
     /* A new execution (or the end of one): recorded addresses are no longer
      * compared with each other, so the objects may go. */
     hooks_ex = ex;
-    keep_clear();
+    ids_clear();
     n_recorded = 0;
 }
 
@@ -597,6 +876,8 @@ static PyMethodDef hook_methods[] = {
     {"hooks_attach", h_attach, METH_O, "Point the hooks at an Explorer (or None)."},
     {"hooks_log", h_log, METH_O, "hooks_log(on) -> entries logged so far; switch logging."},
     {"hooks_stats", h_stats, METH_NOARGS, "Counters of the hooks."},
+    {"hooks_object_id", h_object_id, METH_O,
+     "The canonical id an object has in this execution (None if unseen)."},
     {"set_instrumented_files", h_set_files, METH_O,
      "Filenames whose functions record their own accesses."},
     {NULL, NULL, 0, NULL},

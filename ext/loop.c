@@ -41,10 +41,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Resource identities of the loop's own accesses.  Handles are named by their
- * per-loop sequence number rather than their address so that a freed
- * handle's address reused by a later one never makes them conflict; the tag
- * keeps them apart from object addresses (user space is below 2^48). */
+/* Resource identities of the loop's own accesses.  A handle is named by its
+ * actor, not its address: the name is stable across executions (strategies
+ * compare accesses of different executions) and a freed handle's address
+ * reused by a later one never makes them conflict.  The steps of one task
+ * share the name, which only relates steps already ordered by the task.  The
+ * tag keeps these apart from object addresses (user space is below 2^48). */
 #define HANDLE_TAG 0xC5A0000000000000ULL
 #define CLOCK_OBJECT 0xC5A1000000000000ULL
 
@@ -69,7 +71,7 @@ typedef struct {
     uint64_t seq;
     int64_t scheduled_by;
     cs_actor actor;
-    char cancelled, scheduled, is_timer, after_all;
+    char cancelled, scheduled, is_timer, after_all, queued;
 } HandleObject;
 
 typedef struct {
@@ -96,6 +98,7 @@ struct LoopCoreObject {
     char stopping, closed, debug, relaxed, running, in_iteration, in_step, clock_dirty;
     char foreign;
     size_t batch_left;
+    size_t ready_cancelled; /* handles cancelled while in the ready queue */
     unsigned long owner_thread;
     uint64_t steps, max_steps;
     PyObject *future_class, *task_class, *current_handle;
@@ -226,8 +229,11 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
 /* A step of the explorer is open: the loop's own accesses are recorded. */
 static inline int recording(LoopCoreObject *self) { return self->ex && self->in_step; }
 
+/* The loop's resources (an actor's handle, the clock) are named by actor id
+ * or by a constant: the same in every execution (CS_ID_STABLE). */
 static int record(LoopCoreObject *self, uint64_t obj, cs_access_kind kind) {
-    return cs_py_check(cs_access_record(self->ex, obj, CS_KEY_WHOLE, kind, 0));
+    return cs_py_check(cs_access_record(self->ex, obj, CS_KEY_WHOLE,
+                                        (cs_access_kind)(kind | CS_ID_STABLE), 0));
 }
 
 /* ------------------------------------------------------- ready queue */
@@ -241,32 +247,39 @@ static int ready_push(LoopCoreObject *self, HandleObject *h) { /* steals */
             return -1;
         }
         for (size_t i = 0; i < self->rlen; i++)
-            n[i] = self->ready[(self->rhead + i) % (self->rcap ? self->rcap : 1)];
+            n[i] = self->ready[(self->rhead + i) & (self->rcap - 1)];
         PyMem_Free(self->ready);
         self->ready = n;
         self->rcap = ncap;
         self->rhead = 0;
     }
-    self->ready[(self->rhead + self->rlen) % self->rcap] = h;
+    self->ready[(self->rhead + self->rlen) & (self->rcap - 1)] = h;
     self->rlen++;
+    h->queued = 1;
     return 0;
 }
 
 static inline HandleObject *ready_at(LoopCoreObject *self, size_t i) {
-    return self->ready[(self->rhead + i) % self->rcap];
+    return self->ready[(self->rhead + i) & (self->rcap - 1)];
 }
 
 static HandleObject *ready_pop(LoopCoreObject *self) { /* new reference */
     HandleObject *h = self->ready[self->rhead];
-    self->rhead = (self->rhead + 1) % self->rcap;
+    h->queued = 0;
+    if (h->cancelled) self->ready_cancelled--;
+    self->rhead = (self->rhead + 1) & (self->rcap - 1);
     self->rlen--;
     return h;
 }
 
 static HandleObject *ready_remove(LoopCoreObject *self, size_t i) { /* new ref */
+    if (i == 0) return ready_pop(self);
     HandleObject *h = ready_at(self, i);
+    h->queued = 0;
+    if (h->cancelled) self->ready_cancelled--;
+    size_t mask = self->rcap - 1;
     for (size_t k = i; k + 1 < self->rlen; k++)
-        self->ready[(self->rhead + k) % self->rcap] = ready_at(self, k + 1);
+        self->ready[(self->rhead + k) & mask] = self->ready[(self->rhead + k + 1) & mask];
     self->rlen--;
     return h;
 }
@@ -532,7 +545,7 @@ static HandleObject *handle_new(LoopCoreObject *self, PyTypeObject *tp, PyObject
     h->seq = self->seq++;
     h->scheduled_by = self->ex ? self->cur_event : -1;
     h->actor = CS_NO_ACTOR;
-    h->cancelled = h->scheduled = h->after_all = 0;
+    h->cancelled = h->scheduled = h->after_all = h->queued = 0;
     h->is_timer = tp == &TimerHandleType;
     PyObject_GC_Track(h);
     if (self->debug) {
@@ -578,8 +591,9 @@ static PyObject *handle_cancel(HandleObject *h, PyObject *unused) {
     if (h->cancelled) Py_RETURN_NONE;
     LoopCoreObject *loop = h->loop;
     if (h->is_timer && h->scheduled && loop) loop->timer_cancelled_count++;
+    if (h->queued && loop) loop->ready_cancelled++;
     h->cancelled = 1;
-    if (loop && recording(loop) && record(loop, HANDLE_TAG | h->seq, CS_WRITE) < 0) return NULL;
+    if (loop && recording(loop) && record(loop, HANDLE_TAG | h->actor, CS_WRITE) < 0) return NULL;
     if (loop && loop->debug) {
         PyObject *r = PyObject_Repr((PyObject *)h);
         if (!r) return NULL;
@@ -880,8 +894,10 @@ static void clear_queues(LoopCoreObject *self) {
         self->heap = NULL;
         self->hlen = self->hcap = 0;
         self->timer_cancelled_count = 0;
+        self->ready_cancelled = 0;
         for (size_t i = 0; i < hlen; i++) hp[i]->scheduled = 0;
-        for (size_t i = 0; i < rlen; i++) Py_DECREF(r[(rhead + i) % rcap]);
+        for (size_t i = 0; i < rlen; i++) r[(rhead + i) & (rcap - 1)]->queued = 0;
+        for (size_t i = 0; i < rlen; i++) Py_DECREF(r[(rhead + i) & (rcap - 1)]);
         for (size_t i = 0; i < hlen; i++) Py_DECREF(hp[i]);
         PyMem_Free(r);
         PyMem_Free(hp);
@@ -1171,7 +1187,7 @@ static int run_fifo(LoopCoreObject *self) {
             }
             if (self->max_steps && self->steps >= self->max_steps) {
                 /* put it back: the loop stays consistent and closable */
-                self->rhead = (self->rhead + self->rcap - 1) % self->rcap;
+                self->rhead = (self->rhead + self->rcap - 1) & (self->rcap - 1);
                 self->ready[self->rhead] = h;
                 self->rlen++;
                 return budget_error(self);
@@ -1256,14 +1272,19 @@ static int stamp_reserve(LoopCoreObject *self, cs_actor a) {
     return 0;
 }
 
-static int en_add(LoopCoreObject *self, size_t *n, cs_actor a, Py_ssize_t ref) {
-    if (stamp_reserve(self, a) < 0) return -1;
+static int en_reserve(LoopCoreObject *self, size_t n) {
+    size_t c1 = self->en_cap, c2 = self->en_cap;
+    if (grow((void **)&self->en_actor, &c1, n, sizeof *self->en_actor) < 0) return -1;
+    if (grow((void **)&self->en_ref, &c2, n, sizeof *self->en_ref) < 0) return -1;
+    self->en_cap = c1;
+    return 0;
+}
+
+/* Appends (a, ref) unless `a` is listed already; room was reserved. */
+static inline int en_add(LoopCoreObject *self, size_t *n, cs_actor a, Py_ssize_t ref) {
+    if (a >= self->stamp_cap && stamp_reserve(self, a) < 0) return -1;
     if (self->stamp[a] == self->stamp_gen) return 0; /* actor already listed */
     self->stamp[a] = self->stamp_gen;
-    size_t c1 = self->en_cap, c2 = self->en_cap;
-    if (grow((void **)&self->en_actor, &c1, *n + 1, sizeof *self->en_actor) < 0) return -1;
-    if (grow((void **)&self->en_ref, &c2, *n + 1, sizeof *self->en_ref) < 0) return -1;
-    self->en_cap = c1;
     self->en_actor[*n] = a;
     self->en_ref[*n] = ref;
     (*n)++;
@@ -1280,8 +1301,10 @@ static int timer_cmp(const void *pa, const void *pb) {
 
 /* Drops cancelled handles from the ready queue (stock skips them). */
 static int purge_cancelled(LoopCoreObject *self) {
+    if (!self->ready_cancelled) return 0;
     size_t n = self->rlen, nd = 0;
     for (size_t i = 0; i < n; i++) nd += ready_at(self, i)->cancelled;
+    self->ready_cancelled = 0;
     if (!nd) return 0;
     HandleObject **dead = PyMem_Malloc(nd * sizeof *dead);
     if (!dead) {
@@ -1293,9 +1316,10 @@ static int purge_cancelled(LoopCoreObject *self) {
         HandleObject *h = ready_at(self, i);
         if (h->cancelled) {
             if (i < batch) self->batch_left--;
+            h->queued = 0;
             dead[k++] = h;
         } else {
-            self->ready[(self->rhead + j++) % self->rcap] = h; /* j <= i */
+            self->ready[(self->rhead + j++) & (self->rcap - 1)] = h; /* j <= i */
         }
     }
     self->rlen = j;
@@ -1323,7 +1347,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
         self->clock_dirty = 0;
         rc = record(self, CLOCK_OBJECT, CS_WRITE);
     }
-    if (rc == 0) rc = record(self, HANDLE_TAG | h->seq, CS_READ);
+    if (rc == 0) rc = record(self, HANDLE_TAG | h->actor, CS_READ);
     if (rc == 0) {
         task = task_of_step(h->callback);
         Py_XINCREF(task);
@@ -1363,9 +1387,11 @@ static int run_explorer(LoopCoreObject *self) {
             memset(self->stamp, 0, self->stamp_cap * sizeof *self->stamp);
             self->stamp_gen = 1;
         }
+        if (en_reserve(self, self->rlen + self->hlen + 1) < 0) return -1;
         for (size_t i = 0; i < self->rlen; i++)
             if (en_add(self, &n, ready_at(self, i)->actor, (Py_ssize_t)i) < 0) return -1;
-        if (self->hlen) {
+        /* strict: no timer is due unless the earliest one is */
+        if (self->hlen && (self->relaxed || self->heap[0]->when <= self->now)) {
             Py_ssize_t *idx = PyMem_Malloc(self->hlen * sizeof *idx);
             if (!idx) {
                 PyErr_NoMemory();

@@ -65,10 +65,27 @@ typedef enum {
      * al. / Nidhugg: a release is never reversed with the acquisition that
      * follows it (the lock was held, so that order is infeasible); instead an
      * acquisition races with the previous acquisition of the same lock by
-     * another actor. */
+     * another actor.  Use them only where a step that acquires a lock can
+     * run only while the lock is free (the actor is not enabled otherwise),
+     * as in C programs; a front end whose waiters are woken by a completed
+     * future (asyncio) records plain reads and writes plus scheduled_by. */
     CS_LOCK_ACQUIRE = 3,
     CS_LOCK_RELEASE = 4,
 } cs_access_kind;
+
+/* Identity flags, or-ed into the kind given to cs_access_record.  They say
+ * how the object id relates to other executions (see stable_objects); the
+ * first access of an object in an execution decides.  Without a flag, and
+ * unless cs_config.stable_objects, an id is only an address.
+ *   CS_ID_STABLE  the id names the same object in every execution (a module,
+ *                 a class, the loop's clock, the handle of a given actor).
+ *   CS_ID_CREATED the object was created by the current step (this is its
+ *                 first access): the engine names it by (actor, actor_step,
+ *                 rank of the creation within the step), which is the same
+ *                 in every execution where that step runs. */
+#define CS_ID_STABLE 0x40
+#define CS_ID_CREATED 0x80
+#define CS_KIND_MASK 0x3f
 
 /* A resource is (object, key).  CS_KEY_WHOLE is the whole-object wildcard: it
  * overlaps every key of the same object.  Two accesses conflict when their
@@ -111,6 +128,14 @@ typedef struct {
     double time_limit;        /* seconds of wall time; 0 = no limit */
     int count_traces;         /* 1: fingerprint each execution to count
                                  distinct Mazurkiewicz traces */
+    int stable_objects;       /* 1: an object id names the same object in
+                                 every execution (C programs).  0 (default):
+                                 ids are addresses, meaningful within one
+                                 execution only; the engine then names each
+                                 object by its first access, and compares
+                                 objects of different executions only where
+                                 their common prefix makes the names agree
+                                 (see strategy_dpor.c) */
 } cs_config;
 
 /* Fills a config with defaults for the given strategy. */

@@ -94,7 +94,7 @@ def programs(draw: Any, rw_only: bool = False, max_ops: int = 3) -> Program:
             ops.insert(pos, ("spawn", len(children)))
             children.append(child_ops)
         workers.append(ops)
-    if not rw_only and not draw(st.integers(0, 3)) == 0:
+    if not rw_only and draw(st.integers(0, 3)) != 0:
         _make_live(workers, children, draw(st.sampled_from(TIMEOUTS)))
     return Program(workers, children)
 
@@ -204,8 +204,10 @@ def _render_ops(ops: list[tuple[Any, ...]], indent: str, out: list[str]) -> None
         elif kind == "spawn":
             i = op[1]
             out.append(f"{indent}cs = []")
-            out.append(f"{indent}kids.append((asyncio.create_task(child{i}(s, d, lock, ev, "
-                       "cond, sem, q, cs)), cs))")
+            out.append(
+                f"{indent}kids.append((asyncio.create_task(child{i}(s, d, lock, ev, "
+                "cond, sem, q, cs)), cs))"
+            )
         else:  # pragma: no cover - the generator only makes the kinds above
             raise ValueError(kind)
 

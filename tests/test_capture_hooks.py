@@ -22,9 +22,17 @@ def h(x: Any) -> int:
     return hash(x) & (2**64 - 1)
 
 
-def recorded(fn: Callable[[], Any]) -> tuple[Any, list[tuple[int, int, int, int]]]:
+IDS: dict[int, int | None] = {}
+
+
+def cid(obj: Any) -> int | None:
+    """The canonical id the hooks gave obj in the last recorded() run."""
+    return IDS.get(id(obj))
+
+
+def recorded(fn: Callable[[], Any], *objs: Any) -> tuple[Any, list[tuple[int, int, int, int]]]:
     """Runs fn inside one open step; returns its value and the step's accesses
-    (object, key, kind, site)."""
+    (object, key, kind, site).  The canonical ids of `objs` are kept for cid()."""
     ex = _core.Explorer("fifo")
     assert ex.begin()
     ex.step_begin(ex.intern(None, 0), -1)
@@ -32,6 +40,8 @@ def recorded(fn: Callable[[], Any]) -> tuple[Any, list[tuple[int, int, int, int]
     try:
         value = fn()
     finally:
+        IDS.clear()
+        IDS.update({id(o): _core.hooks_object_id(o) for o in objs})
         _core.hooks_attach(None)
         ex.step_end()
     accesses = [tuple(a) for a in ex.trace()[0].accesses]
@@ -70,14 +80,15 @@ def test_attribute_and_subscript_resources() -> None:
         _core.gi(d, ("k", 1), 10)
         _core.di(d, ("k", 1), 11)
 
-    _, acc = recorded(body)
+    _, acc = recorded(body, o, d)
     assert acc == [
-        (id(o), h("x"), W, 7),
-        (id(o), h("x"), R, 8),
-        (id(d), h(("k", 1)), W, 9),
-        (id(d), h(("k", 1)), R, 10),
-        (id(d), h(("k", 1)), W, 11),
+        (cid(o), h("x"), W, 7),
+        (cid(o), h("x"), R, 8),
+        (cid(d), h(("k", 1)), W, 9),
+        (cid(d), h(("k", 1)), R, 10),
+        (cid(d), h(("k", 1)), W, 11),
     ]
+    assert cid(o) != cid(d)
 
 
 def test_unsafe_keys_are_whole_and_user_hash_is_never_called() -> None:
@@ -91,18 +102,19 @@ def test_unsafe_keys_are_whole_and_user_hash_is_never_called() -> None:
     d: dict[Any, int] = {}
     k = K()
     calls.clear()
-    _, acc = recorded(lambda: _core.si(1, d, k, 3))
-    assert acc == [(id(d), WHOLE, W, 3)]
+    _, acc = recorded(lambda: _core.si(1, d, k, 3), d)
+    assert acc == [(cid(d), WHOLE, W, 3)]
     assert calls == ["hash"]  # only dict.__setitem__ hashed it, the hook did not
-    _, acc = recorded(lambda: _core.gi(d, (1, k), 4) if False else _core.contains((1, k), d, 4))
-    assert acc == [(id(d), WHOLE, R, 4)]
+    _, acc = recorded(lambda: _core.contains((1, k), d, 4), d)
+    assert acc == [(cid(d), WHOLE, R, 4)]
 
 
 def test_module_attribute_is_its_globals_entry() -> None:
     mod = types.ModuleType("m_hooks")
     mod.value = 1  # type: ignore[attr-defined]
-    _, acc = recorded(lambda: _core.ga(mod, "value", 1))
-    assert acc == [(id(mod.__dict__), h("value"), R, 1)]
+    _, acc = recorded(lambda: _core.ga(mod, "value", 1), mod.__dict__, mod)
+    assert acc == [(cid(mod.__dict__), h("value"), R, 1)]
+    assert cid(mod) == cid(mod.__dict__)
 
 
 def test_instrumented_module_records_globals_cells_and_methods() -> None:
@@ -132,17 +144,17 @@ def test_instrumented_module_records_globals_cells_and_methods() -> None:
     )
     s = ns["S"]()
     inc = ns["counter"]()
-    _, acc = recorded(lambda: (s.handle("audit"), inc()))
-    g = id(ns)
     cell = inc.__closure__[inc.__code__.co_freevars.index("n")]
+    _, acc = recorded(lambda: (s.handle("audit"), inc()), s, s.sessions, s.items, ns, cell)
+    g = cid(ns)
     kinds = {(a[0], a[1], a[2]) for a in acc}
-    assert (id(s.sessions), h("audit"), R) in kinds  # .get narrowed to the key
-    assert (id(s.sessions), h("audit"), W) in kinds
-    assert (id(s.items), WHOLE, W) in kinds  # append: a mutator
+    assert (cid(s.sessions), h("audit"), R) in kinds  # .get narrowed to the key
+    assert (cid(s.sessions), h("audit"), W) in kinds
+    assert (cid(s.items), WHOLE, W) in kinds  # append: a mutator
     assert (g, h("hits"), R) in kinds and (g, h("hits"), W) in kinds
-    assert (id(cell), _core.CELL_KEY, R) in kinds and (id(cell), _core.CELL_KEY, W) in kinds
+    assert (cid(cell), _core.CELL_KEY, R) in kinds and (cid(cell), _core.CELL_KEY, W) in kinds
     # calling an instrumented method does not write the whole receiver
-    assert (id(s), WHOLE, W) not in kinds
+    assert (cid(s), WHOLE, W) not in kinds
     for a in acc:
         assert sites.get(a[3]).filename == "<hooks m_rec>"
 
@@ -162,10 +174,10 @@ def test_unknown_method_of_uninstrumented_object_is_a_write() -> None:
             pass
 
     q = Q()
-    _, acc = recorded(lambda: ns["f"](q))
+    _, acc = recorded(lambda: ns["f"](q), q)
     kinds = {(a[0], a[1], a[2]) for a in acc}
-    assert (id(q), WHOLE, W) in kinds
-    assert (id(q), WHOLE, R) in kinds
+    assert (cid(q), WHOLE, W) in kinds
+    assert (cid(q), WHOLE, R) in kinds
 
 
 def test_objects_are_kept_alive_until_reset() -> None:
@@ -192,6 +204,36 @@ def test_objects_are_kept_alive_until_reset() -> None:
     _core.hooks_attach(None)
     ex.step_end()
     ex.end(0)
+
+
+def test_canonical_ids_are_stable_across_executions() -> None:
+    """The same program reaching its objects in a different order names them alike."""
+    ns = load(
+        """
+        class S:
+            def __init__(self):
+                self.sessions = {}
+                self.counters = {}
+        def touch(s, order):
+            for name in order:
+                getattr_ = s.sessions if name == 's' else s.counters
+                getattr_['k'] = 1
+        """,
+        "m_canon",
+    )
+    runs = []
+    for order in ("sc", "cs"):
+
+        def body(order: str = order) -> tuple[Any, Any]:
+            s = ns["S"]()  # the first event of each execution: the common prefix
+            ns["touch"](s, order)
+            return _core.hooks_object_id(s.sessions), _core.hooks_object_id(s.counters)
+
+        ids, _ = recorded(body)
+        runs.append(ids)
+    assert None not in runs[0]
+    assert runs[0] == runs[1]
+    assert runs[0][0] != runs[0][1]
 
 
 def test_verbose_log_names_resources() -> None:

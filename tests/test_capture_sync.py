@@ -14,7 +14,11 @@ from chaossloth.capture import sync
 R, W, WHOLE = _core.READ, _core.WRITE, _core.KEY_WHOLE
 
 
-def recorded(fn: Callable[[], Any]) -> tuple[Any, set[tuple[int, int, int]]]:
+IDS: dict[str, int | None] = {}
+
+
+def recorded(fn: Callable[[], Any], **objs: Any) -> tuple[Any, set[tuple[int, int, int]]]:
+    """Runs fn in one open step; the canonical ids of `objs` land in IDS."""
     ex = _core.Explorer("fifo")
     assert ex.begin()
     ex.step_begin(ex.intern(None, 0), -1)
@@ -22,6 +26,8 @@ def recorded(fn: Callable[[], Any]) -> tuple[Any, set[tuple[int, int, int]]]:
     try:
         value = fn()
     finally:
+        IDS.clear()
+        IDS.update({k: _core.hooks_object_id(o) for k, o in objs.items()})
         _core.hooks_attach(None)
         ex.step_end()
     acc = {(a[0], a[1], a[2]) for a in ex.trace()[0].accesses}
@@ -60,13 +66,13 @@ def test_fast_paths_that_never_yield_are_recorded() -> None:
         def body() -> Any:
             return finish(lock.acquire()), finish(q.get()), finish(ev.wait()), lock.locked()
 
-        value, acc = recorded(body)
+        value, acc = recorded(body, lock=lock, q=q, ev=ev)
     assert value == (True, 1, True, True)
-    assert (id(lock), WHOLE, W) in acc
-    assert (id(lock), WHOLE, R) in acc
-    assert (id(q), WHOLE, W) in acc
-    assert (id(ev), WHOLE, R) in acc
-    assert (id(ev), WHOLE, W) not in acc
+    assert (IDS["lock"], WHOLE, W) in acc
+    assert (IDS["lock"], WHOLE, R) in acc
+    assert (IDS["q"], WHOLE, W) in acc
+    assert (IDS["ev"], WHOLE, R) in acc
+    assert (IDS["ev"], WHOLE, W) not in acc
 
 
 def test_recording_future_records_state_changes_and_observations() -> None:
@@ -83,9 +89,9 @@ def test_recording_future_records_state_changes_and_observations() -> None:
                 return stop.value
             raise AssertionError("yielded")
 
-        value, acc = recorded(body)
+        value, acc = recorded(body, fut=fut)
         assert value == 5
-        assert (id(fut), WHOLE, W) in acc and (id(fut), WHOLE, R) in acc
+        assert (IDS["fut"], WHOLE, W) in acc and (IDS["fut"], WHOLE, R) in acc
     finally:
         loop.close()
 

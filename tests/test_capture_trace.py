@@ -81,3 +81,29 @@ def test_trace_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "syntax error" in err and "Traceback" not in err
     assert trace_cmd.main([str(SEED), "--scenario", "nope"]) == 2
     assert trace_cmd.main([str(tmp_path / "missing.py")]) == 2
+
+
+def test_predecessors_from_clocks_match_the_engine() -> None:
+    from chaossloth import _core
+
+    ex = _core.Explorer("fifo")
+    assert ex.begin()
+    root = ex.intern(None, 0)
+    a, b = ex.intern(root, 0), ex.intern(root, 1)
+    plan = [
+        (root, -1, [(1, 5, _core.WRITE)]),
+        (a, 0, [(1, 5, _core.READ)]),
+        (b, 0, [(2, 5, _core.WRITE)]),
+        (a, 1, [(2, 5, _core.READ), (1, 6, _core.WRITE)]),
+        (b, 2, [(1, 6, _core.READ)]),
+        (root, -1, [(3, 1, _core.READ)]),
+    ]
+    for actor, by, accesses in plan:
+        ex.step_begin(actor, by)
+        for obj, key, kind in accesses:
+            ex.access(obj, key, kind, 0)
+        ex.step_end()
+    trace = ex.trace()
+    for i in range(len(trace)):
+        assert trace_cmd._predecessors(trace, i) == sorted(ex.predecessors(i)), i
+    ex.end(0)

@@ -259,3 +259,29 @@ def test_replay_of_a_schedule_that_no_longer_fits(tmp_path: Path) -> None:
 def test_help_exits_0(tmp_path: Path, args: list[str]) -> None:
     r = cli(*args, cwd=tmp_path)
     assert r.returncode == 0 and "usage" in r.stdout.lower()
+
+
+def test_unwritable_report_path(tmp_path: Path) -> None:
+    r = cli(
+        "check",
+        SEED,
+        "--scenario",
+        "two_requests",
+        "--no-telemetry",
+        "--json",
+        str(tmp_path / "missing" / "dir" / "r.json"),
+        cwd=tmp_path,
+    )
+    # the directory is created; an impossible path is an input error
+    assert r.returncode == 1, r.stderr
+    r = cli(
+        "check",
+        SEED,
+        "--scenario",
+        "two_requests",
+        "--no-telemetry",
+        "--json",
+        "/proc/no/r.json",
+        cwd=tmp_path,
+    )
+    assert_input_error(r, "cannot write")

@@ -65,6 +65,7 @@ BUGS = [
     ("lazy_init.py", ["--scenario", "two_callers"], "check-then-act"),
     ("lazy_init.py", ["--cls", "Client", "--method", "connection"], "check-then-act"),
     ("lock_order_deadlock.py", ["--scenario", "opposite_transfers"], "deadlock"),
+    ("timeout_cancel.py", ["--scenario", "withdraw_with_timeout"], "cancellation"),
 ]
 
 
@@ -101,7 +102,11 @@ def test_bug_found_classified_and_replayed(
     assert rep["natural_failure_rate"]["runs"] > 0
     assert "estimate_seconds" in rep["collision_window"]
     if hazard == "deadlock":
-        assert "wait" in rep["failure"]["message"].lower() or rep["findings"]
+        cycle = rep["findings"][0]["cycle"]
+        assert len(cycle) == 2 and {c["task"] for c in cycle} == {c["held_by"] for c in cycle}
+    elif hazard == "cancellation":
+        f = rep["findings"][0]
+        assert f["hazard"] == "cancellation" and f["await"]["file"].endswith(file)
     else:
         f = rep["findings"][0]
         assert f["hazard"] == hazard

@@ -518,6 +518,61 @@ CASES: dict[str, str] = {
             got = [s.q.get_nowait() for _ in range(s.q.qsize())]
             return s.sessions, got
     """,
+    "class_in_function_free_var": """
+        def make(n):
+            total = [0]
+            class C:
+                k = n
+                def add(self, v):
+                    nonlocal n
+                    n += v
+                    total[0] += n
+                    return n, total, self.k
+            return C
+        def run():
+            C = make(3)
+            c = C()
+            return c.add(2), c.add(5)
+    """,
+    "module_getattr_and_walrus_cell": """
+        import types
+        m = types.ModuleType('mm')
+        m.__getattr__ = lambda name: 'dyn:' + name
+        def run():
+            x = 0
+            def g():
+                nonlocal x
+                if (x := x + 5) > 3:
+                    return x
+            return m.anything, g(), x
+    """,
+    "generator_closure_escapes": """
+        def counter():
+            n = 0
+            def step():
+                nonlocal n
+                n += 1
+                return n
+            gen = (n + i for i in range(3))
+            step()
+            return list(gen), step()
+        def run():
+            return counter()
+    """,
+    "dataclass_fields": """
+        import dataclasses
+        @dataclasses.dataclass
+        class P:
+            x: int = 0
+            tags: list = dataclasses.field(default_factory=list)
+            def bump(self):
+                self.x += 1
+                self.tags.append(self.x)
+                return self
+        def run():
+            p = P().bump().bump()
+            return p, dataclasses.asdict(p), P.__dataclass_fields__['x'].default
+    """,
 }
 
 

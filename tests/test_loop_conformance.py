@@ -797,14 +797,20 @@ def test_run_until_complete_and_errors(loop_kind: str) -> None:
     assert loop.run_until_complete(value()) == 5
 
     async def nested() -> None:
-        loop.run_until_complete(asyncio.sleep(0))
+        inner = asyncio.sleep(0)
+        try:
+            loop.run_until_complete(inner)
+        finally:
+            inner.close()
 
     coro = nested()
     with pytest.raises(RuntimeError, match="already running"):
         loop.run_until_complete(coro)
     loop.close()
+    late = value()
     with pytest.raises(RuntimeError, match="Event loop is closed"):
-        loop.run_until_complete(value())
+        loop.run_until_complete(late)
+    late.close()
 
 
 def test_plain_stock_asyncio_run_agrees_on_untimed_programs() -> None:
@@ -817,3 +823,29 @@ def test_plain_stock_asyncio_run_agrees_on_untimed_programs() -> None:
         log_ours: list[Any] = []
         res_ours = chaossloth.run(PROGRAMS[name](log_ours))
         assert (log_ours, res_ours) == (log_stock, res_stock), name
+
+
+def test_default_exception_handler_logs_like_stock(
+    loop_kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def bad() -> None:
+        raise ZeroDivisionError("logged")
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_soon(bad)
+        await asyncio.sleep(0)
+
+    records = {}
+    for kind in ("stock", loop_kind):
+        caplog.clear()
+        with (
+            caplog.at_level("ERROR", logger="asyncio"),
+            asyncio.Runner(loop_factory=LOOP_KINDS[kind]) as runner,
+        ):
+            runner.run(main())
+        records[kind] = [
+            (r.levelname, r.getMessage().splitlines()[0], r.exc_info[0] if r.exc_info else None)
+            for r in caplog.records
+        ]
+    assert records["stock"] and records[loop_kind] == records["stock"]
+    assert records["stock"][0][1].startswith("Exception in callback")

@@ -71,6 +71,7 @@ def _py(script: str, *args: str, hashseed: int) -> dict[str, Any]:
     env = dict(os.environ, PYTHONHASHSEED=str(hashseed))
     proc = subprocess.run(
         [sys.executable, "-c", script, *args],
+        check=False,
         capture_output=True,
         text=True,
         env=env,

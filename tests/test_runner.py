@@ -189,8 +189,9 @@ def test_lock_order_deadlock_found_by_exploration(tmp_path: Path) -> None:
             await asyncio.gather(ab(a, b), ab(b, a))
         """,
     )
-    res = runner.explore(scenario.load_scenario(p).factory, strategy="random", seed=3,
-                         max_executions=300)
+    res = runner.explore(
+        scenario.load_scenario(p).factory, strategy="random", seed=3, max_executions=300
+    )
     assert res.failed and res.minimal_failure.failure.kind == "deadlock"
 
 
@@ -245,8 +246,9 @@ def test_workload_serializability(tmp_path: Path) -> None:
     p = _write(tmp_path, "server.py", src)
     prog = scenario.load_workload(p, "Server", "handle", 2, "'audit'", "(5,)")
     assert prog.describe()["cls"] == "Server"
-    res = runner.explore(prog.factory, strategy="random", seed=0, max_executions=100,
-                         oracle=prog.oracle)
+    res = runner.explore(
+        prog.factory, strategy="random", seed=0, max_executions=100, oracle=prog.oracle
+    )
     assert res.failed
     f = res.minimal_failure.failure
     assert f.kind == "oracle" and "not serializable" in f.message and "6" in f.message
@@ -275,8 +277,9 @@ def test_random_is_reproducible_by_seed(lost_update: scenario.Program) -> None:
 
 
 def test_budget_stops_and_says_incomplete(lost_update: scenario.Program) -> None:
-    res = runner.explore(lost_update.factory, strategy="random", seed=0, max_executions=5,
-                         stop_on_failure=False)
+    res = runner.explore(
+        lost_update.factory, strategy="random", seed=0, max_executions=5, stop_on_failure=False
+    )
     assert res.executions == 5
     assert res.budget_hit and not res.complete
 
@@ -289,8 +292,14 @@ def test_fixed_program_has_no_failure(tmp_path: Path) -> None:
 
 def test_progress_callback(lost_update: scenario.Program) -> None:
     seen: list[runner.Progress] = []
-    runner.explore(lost_update.factory, strategy="random", seed=0, max_executions=3,
-                   stop_on_failure=False, progress=seen.append)
+    runner.explore(
+        lost_update.factory,
+        strategy="random",
+        seed=0,
+        max_executions=3,
+        stop_on_failure=False,
+        progress=seen.append,
+    )
     assert seen and seen[-1].executions == 3
 
 
@@ -318,8 +327,9 @@ def test_deviations_from_trace_counts_fifo_inversions() -> None:
 def test_replay_of_a_found_schedule(lost_update: scenario.Program) -> None:
     res = runner.explore(lost_update.factory, strategy="random", seed=1, max_executions=200)
     best = res.minimal_failure
-    again = runner.run_once(lost_update.factory, schedule=best.schedule,
-                            actor_paths=best.actor_paths)
+    again = runner.run_once(
+        lost_update.factory, schedule=best.schedule, actor_paths=best.actor_paths
+    )
     assert again.schedule == best.schedule
     assert again.failure is not None and again.failure.message == best.failure.message
 
@@ -333,8 +343,9 @@ def test_replay_divergence_is_nondeterminism(lost_update: scenario.Program) -> N
     with pytest.raises(NondeterminismError, match="diverged: at step 1"):
         runner.run_once(lost_update.factory, schedule=bad, actor_paths=fifo.actor_paths)
     with pytest.raises(NondeterminismError, match="program ended"):
-        runner.run_once(lost_update.factory, schedule=fifo.schedule + [0],
-                        actor_paths=fifo.actor_paths)
+        runner.run_once(
+            lost_update.factory, schedule=fifo.schedule + [0], actor_paths=fifo.actor_paths
+        )
 
 
 def test_fifo_order_matches_stock_asyncio(tmp_path: Path) -> None:

@@ -44,6 +44,10 @@ from typing import Any
 Trial = Callable[[], Awaitable[Any]]
 """A zero-argument async function: one run of the workload; it raises when the run fails."""
 
+Judge = Callable[[Any], Any]
+"""Judges what a trial returned, after the loop stopped (an oracle may run loops of its own):
+None or True passes; anything else (a message, False) fails."""
+
 MAX_ITERATIONS = 20_000
 """Loop iterations after which a run counts as a livelock."""
 
@@ -141,17 +145,23 @@ class RunResult:
 
 
 def run_on_stock_loop(
-    trial: Trial, *, seed: int = 0, jitter: float = 0.0, offset: float = 0.0
+    trial: Trial,
+    *,
+    seed: int = 0,
+    jitter: float = 0.0,
+    offset: float = 0.0,
+    judge: Judge | None = None,
 ) -> RunResult:
     """One run of ``trial`` on the stock loop; never raises for the workload's own failures."""
     loop = JitterLoop(random.Random(seed), jitter=jitter, offset=offset)
     failed, reason = False, ""
+    value: Any = None
     try:
         start = loop.time()
         task = loop.create_task(_call(trial))
         loop.set_root(task)
         try:
-            loop.run_until_complete(task)
+            value = loop.run_until_complete(task)
         except _RealIO:
             raise
         except _Stuck as exc:
@@ -163,6 +173,13 @@ def run_on_stock_loop(
         duration = loop.time() - start
     finally:
         _shutdown(loop)
+    if not failed and judge is not None:
+        try:
+            verdict = judge(value)
+        except Exception as exc:  # noqa: BLE001 - the oracle's own failure fails the run
+            verdict = f"{type(exc).__name__}: {exc}"
+        if verdict is not None and verdict is not True:
+            failed, reason = True, str(verdict)
     return RunResult(failed, duration, reason)
 
 
@@ -242,15 +259,21 @@ def _posterior(value: Any, names: tuple[str, str, str]) -> dict[str, float]:
 def human_seconds(s: float) -> str:
     if s <= 0 or math.isnan(s):
         return "0 s"
-    if s < 1e-3:
+    if s < 0.9995e-3:
         return f"{s * 1e6:.3g} µs"
-    if s < 1:
+    if s < 0.9995:
         return f"{s * 1e3:.3g} ms"
     return f"{s:.3g} s"
 
 
 def measure(
-    trial: Trial, *, seed: int = 0, budget: float = 0.25, max_runs: int = 200, sweep: int = 40
+    trial: Trial,
+    *,
+    judge: Judge | None = None,
+    seed: int = 0,
+    budget: float = 0.25,
+    max_runs: int = 200,
+    sweep: int = 40,
 ) -> Telemetry:
     """Stage 4: natural failure rate, then the collision-window sweep, within ``budget`` seconds."""
     from chaossloth import _core
@@ -259,13 +282,13 @@ def measure(
     tel = Telemetry()
     rng = random.Random(seed)
     try:
-        base = run_on_stock_loop(trial, seed=seed)
+        base = run_on_stock_loop(trial, seed=seed, judge=judge)
         tel.run_seconds = base.duration
         jitter = max(base.duration / 2.0, 10e-6)
         tel.jitter_seconds = jitter
         half = budget / 2.0
         while tel.runs < max_runs and (tel.runs < 10 or time.perf_counter() - t0 < half):
-            r = run_on_stock_loop(trial, seed=rng.getrandbits(32), jitter=jitter)
+            r = run_on_stock_loop(trial, seed=rng.getrandbits(32), jitter=jitter, judge=judge)
             tel.runs += 1
             tel.failures += r.failed
         tel.rate = _posterior(
@@ -277,7 +300,9 @@ def measure(
         for _ in range(4):  # widen while the widest offset still fails
             for i in range(sweep):
                 d = span * (i + rng.random()) / sweep
-                r = run_on_stock_loop(trial, seed=rng.getrandbits(32), jitter=small, offset=d)
+                r = run_on_stock_loop(
+                    trial, seed=rng.getrandbits(32), jitter=small, offset=d, judge=judge
+                )
                 tel.offsets.append(d)
                 tel.offset_failed.append(r.failed)
                 if time.perf_counter() - t0 > budget and len(tel.offsets) >= 10:

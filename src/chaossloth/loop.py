@@ -173,15 +173,17 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
     def __init__(
         self, *, timers: str = "strict", max_steps: int | None = None, debug: bool | None = None
     ) -> None:
+        self._thread_id: int | None = None
         if timers not in _TIMER_MODES:
+            self._closed = True
             raise InputError(f"timers must be 'strict' or 'relaxed', not {timers!r}")
         if max_steps is not None and (
             not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1
         ):
+            self._closed = True
             raise InputError(f"max_steps must be a positive integer or None, not {max_steps!r}")
         self._cs_timers = timers
         self._cs_max_steps = max_steps
-        self._thread_id: int | None = None
         self._exception_handler: Callable[[Any, dict[str, Any]], Any] | None = None
         self._task_factory: Callable[..., Any] | None = None
         self._asyncgens = _AsyncGenSet()
@@ -602,7 +604,7 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         for t in pending:
             name = t.get_name()
             site = _suspension_site(t)
-            what = _waits_for(t)
+            what = _waits_for(t, pending)
             blocked.append((name, site, what))
             where = f"suspended at {site}" if site else "not started"
             lines.append(f"  - task {name!r} ({_coro_name(t)}) {where}, waiting for {what}")
@@ -727,12 +729,16 @@ def _task_label(t: Any) -> str:
     return f"task {t.get_name()!r} ({_coro_name(t)})"
 
 
-def _waits_for(task: Any) -> str:
+def _waits_for(task: Any, others: list[Any] = ()) -> str:  # type: ignore[assignment]
     frames = _coro_frames(task)
     for frame in frames:
         obj = frame.f_locals.get("self")
         if isinstance(obj, _PRIMITIVES):
-            name = _name_in(obj, frames) or f"at 0x{id(obj):x}"
+            name = _name_in(obj, frames)
+            for other in others:  # e.g. a task made straight from ev.wait(): ask its creator
+                if name is None and other is not task:
+                    name = _name_in(obj, _coro_frames(other))
+            name = name or f"at 0x{id(obj):x}"
             state = _primitive_state(obj)
             method = frame.f_code.co_name
             if method == "__aenter__":

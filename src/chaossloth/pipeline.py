@@ -303,24 +303,22 @@ def _errors_named(*names: str) -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
-_IO_TYPES = ("RealIOError", "UnsupportedOperationError", "UncontrolledIOError", "IOForbidden")
+_IO_TYPES = ("UnsupportedOperation", "RealIOError", "UncontrolledIOError")
 
 
-def _input_problem_of(failure: Any) -> str | None:
-    """A default-order failure that means the workload cannot be explored at all."""
+def _input_problem_of(failure: Any, max_steps: int) -> str | None:
+    """A failure that means the workload cannot be explored at all (not a race)."""
     if failure is None:
         return None
     if failure.kind == "livelock":
         return (
             "the workload never terminates: in the default (stock asyncio) order it is still "
-            f"running after the step budget ({failure.message}). Raise --max-steps if it is "
-            "merely long."
+            f"running after {max_steps} steps. Raise --max-steps if it is merely long."
         )
-    if failure.type_name in _IO_TYPES or "real I/O" in failure.message:
-        return (
-            "the workload does real I/O, which ChaosSloth cannot schedule deterministically: "
-            f"{failure.message}. Replace the I/O with an in-memory fake (e.g. asyncio.sleep)."
-        )
+    if failure.type_name in _IO_TYPES:
+        return f"the workload does real I/O, which cannot be explored: {failure.message}"
+    if failure.type_name == "InputError":
+        return failure.message
     return None
 
 
@@ -361,7 +359,7 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
             )
         except nondeterminism as exc:
             raise InputError(f"the workload is nondeterministic: {exc}") from None
-        problem = _input_problem_of(first.failure)
+        problem = _input_problem_of(first.failure, opts.max_steps)
         if problem:
             raise InputError(problem)
         if [s.name for s in first.steps] != [s.name for s in second.steps]:
@@ -420,6 +418,8 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
             )
         )
         failing = ex.minimal_failure
+        if failing is not None and failing.failure and failing.failure.type_name in _IO_TYPES:
+            raise InputError(_input_problem_of(failing.failure, opts.max_steps) or "I/O")
         if failing is not None:
             res.verdict = "fail"
             res.deviations = failing.deviations
@@ -447,7 +447,7 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
             from chaossloth import jitter
 
             res.telemetry = jitter.measure(
-                _trial(program, oracle), seed=opts.seed, budget=opts.telemetry_budget
+                program.factory, judge=oracle, seed=opts.seed, budget=opts.telemetry_budget
             )
             t = res.telemetry
             if t.error:
@@ -530,7 +530,11 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
             )
     res.stages = list(pr.times)
     if opts.json_path:
-        rp.write_json(res.to_json(), opts.json_path)
+        try:
+            rp.write_json(res.to_json(), opts.json_path)
+        except OSError as exc:
+            raise InputError(f"{opts.json_path}: cannot write the report ({exc.strerror or exc})")
+
     return res
 
 
@@ -550,18 +554,6 @@ def _nondeterministic_message(a: Any, b: Any) -> str:
     )
 
 
-def _trial(program: Any, oracle: Callable[[Any], Any] | None) -> Callable[[], Any]:
-    async def trial() -> Any:
-        value = await program.factory()
-        if oracle is not None:
-            verdict = oracle(value)
-            if verdict not in (None, True):
-                raise AssertionError(verdict)
-        return value
-
-    return trial
-
-
 def _default_schedule_path(program: Any) -> str:
     stem = Path(program.path).stem
     what = program.scenario or f"{program.cls}.{program.method}"
@@ -571,11 +563,13 @@ def _default_schedule_path(program: Any) -> str:
 
 def _write_text(path: str, text: str) -> None:
     p = Path(path)
-    if p.parent and not p.parent.exists():
+    try:
         p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + f".tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
+        tmp = p.with_name(p.name + f".tmp{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the file ({exc.strerror or exc})") from None
 
 
 def _write_schedule(
@@ -656,11 +650,72 @@ def diagnose(detailed: _Detailed, failing: Any) -> list[rp.Finding]:
             raw = list(diag(detailed.explorer))
     access_of = _access_table(trace)
     sites = r.await_sites or []
+    raw = [it for it in raw if not _ordered_by_parenthood(it, trace, detailed.explorer)]
     for item in raw:
         f = _finding_from(item, trace, access_of, sites, names)
         if f is not None:
             findings.append(f)
+    cancel = _cancellation_finding(detailed, names, raw[0] if raw else None)
+    if cancel is not None:
+        findings.insert(0, cancel)
     return findings
+
+
+def _sync_text(site_id: int) -> str:
+    try:
+        from chaossloth.capture import sites
+    except ImportError:
+        return ""
+    st = sites.get(site_id)
+    return st.text if st.kind == "sync" else ""
+
+
+def _cancellation_finding(
+    detailed: _Detailed, names: dict[int, str], first_avio: Any
+) -> rp.Finding | None:
+    """A cancellation (a task.cancel(), a timeout) that the failure needed: issued before the
+    scenario's task ended, and inside the window of the first access pattern if there is one."""
+    trace = detailed.result.trace or []
+    root = next((a for a in sorted(names) if detailed.explorer.actor_path(a) == (None, 0)), None)
+    root_events = [i for i, ev in enumerate(trace) if ev.actor == root]
+    end = root_events[-1] if root_events else len(trace)
+    owner: dict[int, int] = {}  # task object -> its actor (a task records its own completion)
+    for ev in trace:
+        for obj, _key, _kind, site in ev.accesses:
+            if _sync_text(site) == "Task.complete()":
+                owner[obj] = ev.actor
+    for i, ev in enumerate(trace[: end + 1]):
+        for obj, _key, _kind, site in ev.accesses:
+            if _sync_text(site) != "Task.cancel()":
+                continue
+            if first_avio is not None:
+                p, c = _get(first_avio, "p_event"), _get(first_avio, "c_event")
+                if isinstance(p, int) and isinstance(c, int) and not p < i < c:
+                    continue
+            target = owner.get(obj)
+            victim = names.get(target, "a task") if target is not None else "a task"
+            sites = detailed.result.await_sites or []
+            prev = [k for k in range(i) if trace[k].actor == ev.actor]
+            by = _user_await(sites, prev[-1]) if prev else None
+            victim_prev = [k for k in range(i) if target is not None and trace[k].actor == target]
+            at = _user_await(sites, victim_prev[-1]) if victim_prev else None
+            f = rp.Finding(
+                pattern="cancellation",
+                hazard="cancellation",
+                task=victim,
+                other_task=names.get(ev.actor, f"actor {ev.actor}"),
+                await_site=at,
+                remote=by,
+            )
+            f.text = (
+                f"cancellation: {f.other_task} cancels {victim}"
+                + (f" (timeout or cancel at {by.where()} `{by.text}`)" if by else "")
+                + (f" while it is suspended at {at.where()} `{at.text}`" if at else "")
+                + "; the work it had started is left half-done (use try/finally, or "
+                "asyncio.shield for work that must complete)."
+            )
+            return f
+    return None
 
 
 def _finding_objects(detailed: _Detailed) -> set[int]:
@@ -675,6 +730,28 @@ def _finding_objects(detailed: _Detailed) -> set[int]:
         if isinstance(o, int):
             objs.add(o)
     return objs
+
+
+def _ordered_by_parenthood(item: Any, trace: list[Any], explorer: Any) -> bool:
+    """True for a pattern that no schedule can change: the remote task was created after p by
+    the local task (or one of its children) and had finished before c (the local task
+    joined it), e.g. a scenario's setup write, its workers' writes, and its final check."""
+    la, ra = _get(item, "local_actor"), _get(item, "remote_actor")
+    p, c = _get(item, "p_event"), _get(item, "c_event")
+    if not all(isinstance(x, int) for x in (la, ra, p, c)):
+        return False
+    ancestor = ra
+    for _ in range(10_000):
+        parent, _index = explorer.actor_path(ancestor)
+        if parent is None:
+            return False
+        if parent == la:
+            break
+        ancestor = parent
+    else:
+        return False
+    remote_events = [i for i, ev in enumerate(trace) if ev.actor == ra]
+    return bool(remote_events) and p < remote_events[0] and c > remote_events[-1]
 
 
 def _access_table(trace: list[Any]) -> list[tuple[int, tuple[int, int, int, int]]]:

@@ -5,10 +5,13 @@ Two ways in, both small:
 * the marker ``@pytest.mark.chaossloth(max_executions=..., strategy=..., seed=...)`` on an
   ``async def`` test with no parameters: the test body is the scenario; it is explored and the
   test fails with the path of a replay file when some schedule fails;
-* the fixture ``chaossloth``: ``chaossloth.explore(scenario, **options)`` does the same for any
-  scenario coroutine function and returns the pipeline result when no schedule fails.
+* the fixture ``chaossloth``: ``chaossloth.explore(scenario, **options)`` does the same for a
+  scenario (an ``async def`` with no parameters defined at module level) and returns the
+  pipeline result when no schedule fails.
 
-The plugin imports nothing from the engine until a test uses it, so loading it costs nothing.
+The scenario's file is loaded again through ChaosSloth's instrumentation (so its reads and writes
+are recorded), and the schedule file is written under ``<rootdir>/.chaossloth/`` (marker) or the
+test's ``tmp_path`` (fixture).  The plugin imports nothing from the engine until a test uses it, so loading it costs nothing.
 """
 
 from __future__ import annotations

@@ -113,10 +113,13 @@ class StagePrinter:
         t0 = time.perf_counter()
         try:
             yield
-        finally:
-            secs = time.perf_counter() - t0
-            self.times.append(StageTime(name, secs))
-            self._emit(index, f"{secs:.2f}s")
+        except BaseException:
+            self._details = []
+            self._emit(index, "stopped")
+            raise
+        secs = time.perf_counter() - t0
+        self.times.append(StageTime(name, secs))
+        self._emit(index, f"{secs:.2f}s")
 
     def skipped(self, name: str, why: str) -> None:
         index = [s[0] for s in STAGES].index(name)
@@ -282,6 +285,9 @@ def write_json(report: dict[str, Any], path: str) -> None:
     if path == "-":
         sys.stdout.write(text)
         return
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)

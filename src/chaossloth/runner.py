@@ -27,12 +27,12 @@ from __future__ import annotations
 import asyncio
 import linecache
 import os
-import sys
 import time
 import traceback
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Coroutine, Iterable, Sequence
+from typing import Any
 
 from chaossloth import _core
 from chaossloth import errors as _errors
@@ -73,7 +73,7 @@ class Failure:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Failure":
+    def from_json(cls, d: dict[str, Any]) -> Failure:
         return cls(
             kind=str(d.get("kind", "exception")),
             type_name=str(d.get("type", "")),
@@ -515,8 +515,10 @@ class _Driver:
     ) -> tuple[Failure | None, bool, dict[str, Any] | None]:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise exc
-        if self.Diverged is not None and isinstance(exc, self.Diverged) or isinstance(
-            exc, _core.DivergedError
+        if (
+            self.Diverged is not None
+            and isinstance(exc, self.Diverged)
+            or isinstance(exc, _core.DivergedError)
         ):
             return None, True, self._divergence(exc, loop)
         nondet = _error("NondeterminismError")
@@ -905,7 +907,6 @@ def _explore_one(
             _merge_stats(result, ex, strategy)
             raise _nondeterminism(r, f"execution {r.index} ({strategy})")
         if r.outcome == FAILED:
-            r.steps = r.steps  # schedule kept; trace dropped (memory stays flat)
             if result.first_failure is None:
                 result.first_failure = r
             if _better(r, result.minimal_failure):
@@ -999,12 +1000,8 @@ def explore(
             result.complete = bool(result.phases[-1]["complete"])
         go_on = not result.complete and not (stop_on_failure and result.failed)
         if go_on:
-            rest_exec = (
-                max(0, max_executions - result.executions) if max_executions else None
-            )
-            rest_time = (
-                max(0.0, time_limit - (time.monotonic() - started)) if time_limit else None
-            )
+            rest_exec = max(0, max_executions - result.executions) if max_executions else None
+            rest_time = max(0.0, time_limit - (time.monotonic() - started)) if time_limit else None
             if rest_exec != 0 and (rest_time is None or rest_time > 0):
                 result.budget_hit = False
                 _explore_one(
@@ -1014,8 +1011,6 @@ def explore(
                     time_limit=rest_time,
                     **common,  # type: ignore[arg-type]
                 )
-            if not have_dpor or rest_exec is None and rest_time is None:
-                pass
             result.budget_hit = result.budget_hit or rest_exec == 0
     else:
         _explore_one(
@@ -1027,8 +1022,7 @@ def explore(
         )
         result.complete = bool(result.phases[-1]["complete"]) if result.phases else False
     if result.failed and stop_on_failure:
-        # Stopped early: not a statement about the whole space.
-        result.complete = result.complete and False
+        result.complete = False  # stopped at the first failure: says nothing about the rest
     result.explore_seconds = time.monotonic() - started
     if detail_failure and result.minimal_failure is not None:
         best = result.minimal_failure
@@ -1076,10 +1070,8 @@ __all__ = [
     "Failure",
     "Progress",
     "Step",
+    "deviations_from_trace",
     "explore",
     "run_once",
     "strategy_available",
-    "deviations_from_trace",
 ]
-
-_ = sys  # keep the import for type checkers of older tooling

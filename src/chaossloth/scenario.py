@@ -19,10 +19,11 @@ import inspect
 import os
 import sys
 import traceback
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Coroutine
+from typing import Any
 
 from chaossloth.errors import InputError
 
@@ -103,9 +104,7 @@ def load_module(path: str | os.PathLike[str]) -> ModuleType:
         raise
     except BaseException as exc:
         where = _user_frame_summary(exc, p) or str(p)
-        raise InputError(
-            f"{where}: loading the file raised {type(exc).__name__}: {exc}"
-        ) from None
+        raise InputError(f"{where}: loading the file raised {type(exc).__name__}: {exc}") from None
 
 
 def _defined_in(obj: Any, module: ModuleType, path: Path) -> bool:
@@ -201,8 +200,7 @@ def find_scenario(module: ModuleType, path: str | os.PathLike[str], name: str | 
     if not inspect.iscoroutinefunction(obj):
         what = "a class" if inspect.isclass(obj) else "not an `async def`"
         raise InputError(
-            f"{p}: {name!r} is {what}; a scenario must be an `async def` "
-            f"(available: {listing})"
+            f"{p}: {name!r} is {what}; a scenario must be an `async def` (available: {listing})"
         )
     params = _required_params(obj)
     if params:
@@ -219,9 +217,7 @@ def load_scenario(path: str | os.PathLike[str], name: str | None = None) -> Prog
     module = load_module(p)
     chosen = find_scenario(module, p, name)
     fn = vars(module)[chosen]
-    return Program(
-        path=str(p), sha256=file_sha256(p), factory=fn, scenario=chosen, module=module
-    )
+    return Program(path=str(p), sha256=file_sha256(p), factory=fn, scenario=chosen, module=module)
 
 
 # ------------------------------------------------------------------ workloads
@@ -240,7 +236,7 @@ def parse_literal(text: str | None, what: str) -> tuple[Any, ...]:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         raise InputError(
             f"{what} {text!r} is not a Python literal (examples: \"'audit'\", \"('a', 1)\", "
-            "\"[1, 2]\")"
+            '"[1, 2]")'
         ) from None
     if isinstance(value, (tuple, list)):
         return tuple(value)
@@ -327,7 +323,8 @@ def load_workload(
     fn = getattr(cls_obj, method, None)
     if fn is None:
         methods = sorted(
-            n for n, o in vars(cls_obj).items()
+            n
+            for n, o in vars(cls_obj).items()
             if inspect.iscoroutinefunction(o) and not n.startswith("__")
         )
         listing = ", ".join(methods) if methods else "none"
@@ -340,8 +337,9 @@ def load_workload(
     try:
         inspect.signature(cls_obj).bind(*ctor_args)
     except TypeError as exc:
-        raise InputError(f"{cls}{ctor_args!r}: the constructor does not accept these "
-                         f"--init-args ({exc})") from None
+        raise InputError(
+            f"{cls}{ctor_args!r}: the constructor does not accept these --init-args ({exc})"
+        ) from None
     except ValueError:
         pass
     try:

@@ -24,9 +24,10 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from chaossloth.errors import InputError
 from chaossloth.runner import (
@@ -181,9 +182,7 @@ def parse(data: Any, source: str = "schedule") -> ScheduleFile:
             and pair[1] >= 0
         )
         if not ok:
-            raise InputError(
-                f"{source}: actors[{i}] must be [parent id < {i} or null, index >= 0]"
-            )
+            raise InputError(f"{source}: actors[{i}] must be [parent id < {i} or null, index >= 0]")
         actors.append((pair[0], pair[1]))
     if actors:
         for i, s in enumerate(steps):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-import reprlib
 import types
 from collections.abc import Callable, Coroutine, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -161,15 +160,72 @@ def snapshot(obj: Any, results: Sequence[Any]) -> Hashable:
     return _Snapshotter().snap((obj, tuple(outcome_of(r) for r in results)))
 
 
-def describe_state(obj: Any) -> str:
+class _Render:
+    """Readable, address-free text of values for messages. Objects without a repr of their
+    own are shown as ``Type#n(field=value, ...)``; n numbers the distinct objects of one
+    message, so two names of one object read ``Type#1`` twice and two objects differ."""
+
+    def __init__(self) -> None:
+        self.ids: dict[int, int] = {}
+        self.keep: list[Any] = []
+
+    def __call__(self, x: Any, depth: int = 0) -> str:
+        t = type(x)
+        if t is str:
+            return repr(x) if len(x) <= 40 else repr(x[:37] + "...")
+        if t in _PRIMITIVES:
+            return repr(x)
+        if isinstance(x, Raised):
+            return repr(x)
+        if depth > 3:
+            return "..."
+        d = depth + 1
+        if isinstance(x, (list, tuple, set, frozenset)):
+            items = [self(v, d) for v in list(x)[:8]] + (["..."] if len(x) > 8 else [])
+            body = ", ".join(items)
+            if isinstance(x, list):
+                return f"[{body}]"
+            if isinstance(x, tuple):
+                return f"({body}{',' if len(x) == 1 else ''})"
+            return "{" + body + "}" if x else "set()"
+        if isinstance(x, dict):
+            items = [f"{self(k, d)}: {self(v, d)}" for k, v in list(x.items())[:8]]
+            return "{" + ", ".join(items + (["..."] if len(x) > 8 else [])) + "}"
+        for kind, state in _ASYNCIO_STATE:
+            if isinstance(x, kind):
+                try:
+                    return f"{kind.__name__}({state(x)})"
+                except Exception:  # noqa: BLE001 - a state we cannot read
+                    return kind.__name__
+        fields = _fields(x)
+        if fields is not None and t.__repr__ is object.__repr__:
+            if id(x) in self.ids:
+                return f"{t.__name__}#{self.ids[id(x)]}"
+            self.ids[id(x)] = len(self.ids) + 1
+            self.keep.append(x)
+            inner = ", ".join(
+                f"{k}={self(v, d)}" for k, v in fields.items() if not _is_sync_primitive(v)
+            )
+            return f"{t.__name__}#{self.ids[id(x)]}({inner})"
+        text = repr(x)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+
+def describe_state(obj: Any, render: _Render | None = None) -> str:
     """A short readable rendering of an object's fields for messages."""
-    r = reprlib.Repr()
-    r.maxstring, r.maxother, r.maxdict, r.maxlist, r.maxlevel = 40, 60, 8, 8, 3
+    render = render or _Render()
     fields = _fields(obj)
     if fields is None:
-        return r.repr(obj)
+        return render(obj)
     shown = {k: v for k, v in fields.items() if not _is_sync_primitive(v)}
-    return ", ".join(f"{k}={r.repr(v)}" for k, v in shown.items())
+    return ", ".join(f"{k}={render(v)}" for k, v in shown.items())
+
+
+def _describe(obj: Any, results: Sequence[Any]) -> tuple[str, str]:
+    """State and results of one outcome, rendered together (shared object numbering)."""
+    render = _Render()
+    state = describe_state(obj, render)
+    return state, "[" + ", ".join(render(outcome_of(r)) for r in results) + "]"
 
 
 def _is_sync_primitive(v: Any) -> bool:
@@ -185,7 +241,7 @@ class SerialOutcome:
     order: tuple[int, ...]
     snapshot: Hashable
     state: str
-    results: tuple[Any, ...]
+    results: str
 
 
 @dataclass
@@ -223,14 +279,7 @@ class SerialOracle:
             snap = snapshot(obj, by_index)
             if snap not in self._index:
                 self._index.add(snap)
-                self.outcomes.append(
-                    SerialOutcome(
-                        tuple(perm),
-                        snap,
-                        describe_state(obj),
-                        tuple(outcome_of(r) for r in by_index),
-                    )
-                )
+                self.outcomes.append(SerialOutcome(tuple(perm), snap, *_describe(obj, by_index)))
 
     def _run_serial(self, calls: list[Call]) -> tuple[Any, list[Any]]:
         async def serial() -> tuple[Any, list[Any]]:
@@ -256,7 +305,7 @@ class SerialOracle:
         self.prepare()
         if snapshot(obj, results) in self._index:
             return None
-        got_results = tuple(outcome_of(r) for r in results)
+        got_state, got_results = _describe(obj, results)
         expected = self.outcomes[0]
         calls = (
             " and ".join(str(c) for c in self.calls)
@@ -264,23 +313,14 @@ class SerialOracle:
             else (f"{len(self.calls)} calls")
         )
         msg = (
-            f"not serializable: after {calls} the object has {describe_state(obj)}"
-            f" and the calls returned {_results(got_results)}; "
+            f"not serializable: after {calls} the object has {got_state}"
+            f" and the calls returned {got_results}; "
         )
         if len(self.outcomes) == 1:
-            msg += (
-                f"run one after another they give {expected.state}"
-                f" and return {_results(expected.results)}"
-            )
+            msg += f"run one after another they give {expected.state} and return {expected.results}"
         else:
             msg += (
                 f"no serial order gives that (e.g. one after another: {expected.state}, "
-                f"returning {_results(expected.results)})"
+                f"returning {expected.results})"
             )
         return msg
-
-
-def _results(results: tuple[Any, ...]) -> str:
-    r = reprlib.Repr()
-    r.maxstring, r.maxother = 40, 60
-    return "[" + ", ".join(r.repr(x) for x in results) + "]"

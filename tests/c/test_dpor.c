@@ -6,7 +6,9 @@
  * OPTIMALITY: on programs without locks, dpor runs exactly one execution per
  * Mazurkiewicz trace (exhaustive with count_traces counts them) and never a
  * sleep-set-blocked one.
- * CS_DPOR_PROGRAMS=N runs N programs per family instead of the default. */
+ * CS_DPOR_PROGRAMS=N runs N programs per family instead of the default;
+ * CS_DPOR_SEED=S changes the generator's seed; CS_DPOR_STEPS=K the bound on
+ * visible operations per program (default 8 without locks, 9 with). */
 #include "chaossloth.h"
 #include "ctest.h"
 
@@ -151,9 +153,18 @@ static bool locks_supported(void) {
     return rc == CS_OK;
 }
 
+static uint64_t env_u64(const char *name, uint64_t dflt) {
+    const char *s = getenv(name);
+    return s && *s ? strtoull(s, NULL, 0) : dflt;
+}
+
 static void differential(bool locks, long count, uint64_t seed, int max_steps) {
-    rs = seed;
+    seed ^= env_u64("CS_DPOR_SEED", 0);
+    max_steps = (int)env_u64("CS_DPOR_STEPS", (uint64_t)max_steps);
+    if (max_steps > 14) max_steps = 14;
+    rs = seed ? seed : 1;
     long mismatched = 0, nonoptimal = 0, blocked = 0, total_dpor = 0, total_exh = 0;
+    long total_blocked = 0;
     static gprog g;
     for (long i = 0; i < count; i++) {
         gen_program(&g, locks, max_steps);
@@ -166,6 +177,7 @@ static void differential(bool locks, long count, uint64_t seed, int max_steps) {
         CHECK_EQ(rd.stats.complete, 1);
         CHECK_EQ(rd.diverged, 0);
         total_dpor += (long)rd.stats.executions;
+        total_blocked += (long)rd.stats.sleep_blocked;
         total_exh += (long)re.stats.executions;
         if (!same_finals(&rd, &re)) {
             if (mismatched < 3)
@@ -193,12 +205,12 @@ static void differential(bool locks, long count, uint64_t seed, int max_steps) {
     CHECK_EQ(nonoptimal, 0);
     CHECK_EQ(blocked, 0);
     CHECK(total_dpor <= total_exh);
-    printf("  %s: %ld programs, dpor %ld executions vs exhaustive %ld\n",
-           locks ? "with locks" : "reads/writes", count, total_dpor, total_exh);
+    printf("  %s: %ld programs, dpor %ld executions (%ld sleep-blocked) vs exhaustive %ld\n",
+           locks ? "with locks" : "reads/writes", count, total_dpor, total_blocked, total_exh);
 }
 
 static void test_soundness_and_optimality_rw(void) {
-    differential(false, programs_per_family(1500), 0x9e3779b97f4a7c15ULL, 8);
+    differential(false, programs_per_family(2500), 0x9e3779b97f4a7c15ULL, 8);
 }
 
 static void test_soundness_with_locks(void) {
@@ -207,7 +219,7 @@ static void test_soundness_with_locks(void) {
                "(engine/explorer.c must accept kinds up to CS_LOCK_RELEASE)\n");
         return;
     }
-    differential(true, programs_per_family(1000), 0x243f6a8885a308d3ULL, 9);
+    differential(true, programs_per_family(1500), 0x243f6a8885a308d3ULL, 9);
 }
 
 /* readers(N): one writer x := 42, N readers each read y[i] then x. */

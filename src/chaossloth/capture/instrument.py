@@ -473,9 +473,12 @@ class Instrumenter(ast.NodeTransformer):
         scope = self._child_scope("def", "function", node.name, node)
         if scope.table is not None:
             for name, sc in scope.symbols.items():
-                if sc == _CELL and name not in ("__class__", "__classdict__"):
-                    if _escapes(scope.table, name):
-                        scope.shared_cells.add(name)
+                if (
+                    sc == _CELL
+                    and name not in ("__class__", "__classdict__")
+                    and _escapes(scope.table, name)
+                ):
+                    scope.shared_cells.add(name)
         body = self._in_scope(scope, lambda: self._stmts(node.body))
         prologue: list[ast.stmt] = []
         for name in sorted(scope.shared_cells):
@@ -629,12 +632,12 @@ class Instrumenter(ast.NodeTransformer):
             node.keywords = [self.visit(k) for k in node.keywords]
             if hook is not None:
                 wrapped: list[ast.expr] = []
-                for a, old in zip(node.args, node.args):
-                    if isinstance(a, ast.Starred) or isinstance(a, ast.Constant):
+                for a in node.args:
+                    if isinstance(a, (ast.Starred, ast.Constant)):
                         wrapped.append(a)
                     else:
-                        site = self._site(old, self.src.segment(old), "whole")
-                        wrapped.append(self._call(hook, [a, site], old))
+                        site = self._site(a, self.src.segment(a), "whole")
+                        wrapped.append(self._call(hook, [a, site], a))
                 node.args = wrapped
             return node
         return self.generic_visit(node)

@@ -36,6 +36,9 @@ from chaossloth import _core
 from chaossloth.capture import sites
 
 R, W = 1, 2
+#: or-ed into a kind: the object was created by the current step, so the engine can name it
+#: by the step that created it, the same in every execution (see CS_ID_CREATED)
+CREATED: int = _core.ID_CREATED
 _record = _core.record
 
 #: class -> {method name: access kind}; awaiting methods are detected (coroutine functions)
@@ -171,12 +174,16 @@ def _fsite(cls: str, name: str) -> int:
 
 _F = {n: _fsite("Future", n) for n in (
     "set_result", "set_exception", "cancel", "add_done_callback", "remove_done_callback",
-    "done", "result", "exception", "cancelled", "complete")}  # fmt: skip
+    "done", "result", "exception", "cancelled", "complete", "create")}  # fmt: skip
 _T = {n: _fsite("Task", n) for n in _F}
 
 
 class RecordingFuture(_PyFuture):  # type: ignore[misc, valid-type]
     """asyncio's pure-Python Future whose state changes and observations are accesses."""
+
+    def __init__(self, *, loop: Any = None) -> None:
+        super().__init__(loop=loop)
+        _record(self, W | CREATED, _F["create"])
 
     def set_result(self, result: Any) -> None:
         _record(self, W, _F["set_result"])
@@ -219,6 +226,10 @@ class RecordingTask(_PyTask):  # type: ignore[misc, valid-type]
     """asyncio's pure-Python Task, recorded like :class:`RecordingFuture`.  A task completes
     through ``Future.set_result`` called from its own step (bypassing Task.set_result), so its
     completion is recorded where every completion goes: scheduling the done-callbacks."""
+
+    def __init__(self, coro: Any, *, loop: Any = None, name: Any = None, context: Any = None):
+        super().__init__(coro, loop=loop, name=name, context=context)
+        _record(self, W | CREATED, _T["create"])
 
     def _Future__schedule_callbacks(self) -> None:
         _record(self, W, _T["complete"])
