@@ -8,7 +8,7 @@
  * or at the end of its code; local operations have all been run.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "chaossloth.h"
+#include "internal.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,19 +34,17 @@ typedef struct {
     cs_actor *enabled;
     size_t *enabled_thread;
     bool assert_failed;
-    /* set of final-state hashes (0 stored out of band) */
-    uint64_t *set;
-    size_t set_cap, set_len;
-    bool has_zero;
+    cs_u64set finals; /* hashes of the final states reached */
+    uint64_t id_base;  /* address_ids: this execution's object ids start here */
 } runner;
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
+/* The resource of cell c / lock l: one object with a key per cell, or, with
+ * address_ids, an object of its own whose id changes every execution. */
+static uint64_t cell_object(const runner *R, size_t c) {
+    return R->p->address_ids ? R->id_base + 2 * c : OBJ_CELLS;
+}
+static uint64_t lock_object(const runner *R, size_t l) {
+    return R->p->address_ids ? R->id_base + 2 * l + 1 : OBJ_LOCKS;
 }
 
 static bool is_visible(uint8_t op) { return op >= CS_OP_LOAD && op <= CS_OP_UNLOCK; }
@@ -182,12 +180,12 @@ static int run_step(runner *R, cs_explorer *ex, size_t t) {
     switch (in->op) {
     case CS_OP_LOAD:
         if ((rc = address(R, ts, in, &a))) break;
-        rc = cs_access_record(ex, OBJ_CELLS, a, CS_READ, (uint32_t)ts->pc);
+        rc = cs_access_record(ex, cell_object(R, a), a, CS_READ, (uint32_t)ts->pc);
         ts->r[in->dst] = R->cells[a];
         break;
     case CS_OP_STORE:
         if ((rc = address(R, ts, in, &a))) break;
-        rc = cs_access_record(ex, OBJ_CELLS, a, CS_WRITE, (uint32_t)ts->pc);
+        rc = cs_access_record(ex, cell_object(R, a), a, CS_WRITE, (uint32_t)ts->pc);
         R->cells[a] = b;
         break;
     case CS_OP_CAS: {
@@ -196,28 +194,28 @@ static int run_step(runner *R, cs_explorer *ex, size_t t) {
         /* always a write: the kind of an access must not depend on the
          * values read, since DPOR predicts a reversed event's accesses from
          * its previous run */
-        rc = cs_access_record(ex, OBJ_CELLS, a, CS_WRITE, (uint32_t)ts->pc);
+        rc = cs_access_record(ex, cell_object(R, a), a, CS_WRITE, (uint32_t)ts->pc);
         if (ok) R->cells[a] = opnd(ts, in->c_reg, in->c_imm);
         ts->r[in->dst] = ok;
         break;
     }
     case CS_OP_FADD:
         if ((rc = address(R, ts, in, &a))) break;
-        rc = cs_access_record(ex, OBJ_CELLS, a, CS_WRITE, (uint32_t)ts->pc);
+        rc = cs_access_record(ex, cell_object(R, a), a, CS_WRITE, (uint32_t)ts->pc);
         ts->r[in->dst] = R->cells[a];
         R->cells[a] = (int64_t)((uint64_t)R->cells[a] + (uint64_t)b);
         break;
     case CS_OP_LOCK: {
         size_t l = lock_id(R, ts, in);
         if (l == SIZE_MAX || R->owner[l]) { rc = CS_EINVAL; break; }
-        rc = cs_access_record(ex, OBJ_LOCKS, l, CS_LOCK_ACQUIRE, (uint32_t)ts->pc);
+        rc = cs_access_record(ex, lock_object(R, l), l, CS_LOCK_ACQUIRE, (uint32_t)ts->pc);
         R->owner[l] = (uint32_t)t + 1;
         break;
     }
     case CS_OP_UNLOCK: {
         size_t l = lock_id(R, ts, in);
         if (l == SIZE_MAX || R->owner[l] != (uint32_t)t + 1) { rc = CS_EINVAL; break; }
-        rc = cs_access_record(ex, OBJ_LOCKS, l, CS_LOCK_RELEASE, (uint32_t)ts->pc);
+        rc = cs_access_record(ex, lock_object(R, l), l, CS_LOCK_RELEASE, (uint32_t)ts->pc);
         R->owner[l] = 0;
         break;
     }
@@ -232,43 +230,13 @@ static int run_step(runner *R, cs_explorer *ex, size_t t) {
 
 static uint64_t final_hash(const runner *R) {
     uint64_t h = 0x243f6a8885a308d3ULL;
-    for (size_t c = 0; c < R->p->n_cells; c++) h = mix64(h ^ (uint64_t)R->cells[c]) + c;
+    for (size_t c = 0; c < R->p->n_cells; c++) h = cs_mix64(h ^ (uint64_t)R->cells[c]) + c;
     for (size_t t = 0; t < R->p->n_threads; t++) {
         const thread_state *ts = &R->th[t];
-        h = mix64(h ^ ts->pc ^ ((uint64_t)ts->failed << 63));
-        for (int k = 1; k <= CS_CPROG_REGS; k++) h = mix64(h ^ (uint64_t)ts->r[k]) + (uint64_t)k;
+        h = cs_mix64(h ^ ts->pc ^ ((uint64_t)ts->failed << 63));
+        for (int k = 1; k <= CS_CPROG_REGS; k++) h = cs_mix64(h ^ (uint64_t)ts->r[k]) + (uint64_t)k;
     }
     return h;
-}
-
-static int set_add(runner *R, uint64_t v) {
-    if (v == 0) {
-        R->has_zero = true;
-        return CS_OK;
-    }
-    if ((R->set_len + 1) * 2 > R->set_cap) {
-        size_t ncap = R->set_cap ? R->set_cap * 2 : 64;
-        uint64_t *ns = calloc(ncap, sizeof *ns);
-        if (!ns) return CS_ENOMEM;
-        for (size_t i = 0; i < R->set_cap; i++) {
-            uint64_t x = R->set[i];
-            if (!x) continue;
-            size_t j = mix64(x) & (ncap - 1);
-            while (ns[j]) j = (j + 1) & (ncap - 1);
-            ns[j] = x;
-        }
-        free(R->set);
-        R->set = ns;
-        R->set_cap = ncap;
-    }
-    size_t j = mix64(v) & (R->set_cap - 1);
-    while (R->set[j]) {
-        if (R->set[j] == v) return CS_OK;
-        j = (j + 1) & (R->set_cap - 1);
-    }
-    R->set[j] = v;
-    R->set_len++;
-    return CS_OK;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -312,16 +280,18 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
         goto cleanup;
     {
         cs_config own = *cfg;
-        own.stable_objects = 1; /* cells and locks are numbered, not allocated */
+        own.stable_objects = !prog->address_ids; /* numbered, not allocated */
         if ((rc = cs_explorer_new(&own, &ex))) goto cleanup;
     }
     for (size_t t = 0; t < nt; t++)
         if ((rc = cs_actor_intern(ex, CS_NO_ACTOR, (uint32_t)t, &R.actors[t]))) goto cleanup;
 
+    uint64_t executions = 0;
     for (;;) {
         int more = 0;
         if ((rc = cs_execution_begin(ex, &more))) goto cleanup;
         if (!more) break;
+        R.id_base = (cs_mix64(++executions) | 1) << 20; /* like fresh allocations */
         for (size_t c = 0; c < prog->n_cells; c++) R.cells[c] = prog->init ? prog->init[c] : 0;
         memset(R.owner, 0, (prog->n_locks ? prog->n_locks : 1) * sizeof *R.owner);
         memset(R.th, 0, nt * sizeof *R.th);
@@ -362,20 +332,15 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
             out->assert_failed++;
             outcome = CS_OUTCOME_FAILED;
         }
-        if (outcome != CS_OUTCOME_ABORTED && (rc = set_add(&R, final_hash(&R)))) goto abandon;
+        if (outcome != CS_OUTCOME_ABORTED && (rc = cs_u64set_add(&R.finals, final_hash(&R))) < 0) goto abandon;
         if ((rc = cs_execution_end(ex, outcome))) goto cleanup;
     }
-    out->n_finals = R.set_len + (R.has_zero ? 1 : 0);
+    out->n_finals = cs_u64set_count(&R.finals);
     out->finals = malloc((out->n_finals ? out->n_finals : 1) * sizeof *out->finals);
     rc = CS_ENOMEM;
     if (!out->finals) goto cleanup;
-    {
-        size_t k = 0;
-        if (R.has_zero) out->finals[k++] = 0;
-        for (size_t i = 0; i < R.set_cap; i++)
-            if (R.set[i]) out->finals[k++] = R.set[i];
-        qsort(out->finals, out->n_finals, sizeof *out->finals, cmp_u64);
-    }
+    cs_u64set_members(&R.finals, out->finals);
+    qsort(out->finals, out->n_finals, sizeof *out->finals, cmp_u64);
     cs_explorer_stats(ex, &out->stats);
     rc = CS_OK;
     goto cleanup;
@@ -391,7 +356,7 @@ cleanup:
     free(R.actors);
     free(R.enabled);
     free(R.enabled_thread);
-    free(R.set);
+    cs_u64set_free(&R.finals);
     if (rc) cs_cprog_result_free(out);
     return rc;
 }

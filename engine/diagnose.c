@@ -42,6 +42,33 @@
  *   Timer callbacks armed in relaxed mode also carry the arming step as
  *   scheduled_by; for them the finding is a candidate, not a certainty.
  *
+ * Structural order (findings no schedule can avoid are dropped)
+ *   Let ->S be the order generated, over the events of the trace, by
+ *     - program order: consecutive events of one actor;
+ *     - creation: scheduled_by(e) -> e when e is the first event of its actor
+ *       (a task's first step, a callback, only run after the step that
+ *       created it);
+ *     - join: f -> e when scheduled_by(e) = f, f is the LAST event of its
+ *       actor in the trace and e belongs to another actor (the actor ended in
+ *       f, and its completion woke e: `await task`, gather, TaskGroup);
+ *   and by nothing else: no access conflict, whatever the object, takes part.
+ *   A finding (p, r, c) is dropped when p's event ->S r's event AND r's event
+ *   ->S c's event: r is then nested between p and c by the program's own
+ *   structure (a scenario's setup write, the write of a worker it spawned
+ *   and joined, its final check), so every schedule that runs these steps
+ *   interleaves them the same way; it is sequential composition, not an
+ *   atomicity violation.  Either ordering alone does not suffice: with
+ *   p ->S r only, c may still run before r; with r ->S c only, r may run
+ *   before p.  An order violation is filtered the same way with p = s (it
+ *   never qualifies: e is woken by s < f, so f does not ->S e).
+ *   Limits, both stated in the direction they err: a join that leaves no
+ *   scheduled_by edge (awaiting a task that had already finished; gather's
+ *   children that finished before the last one) is not seen, so the finding
+ *   is kept; and a lock released in an actor's final step that wakes a waiter
+ *   looks like a join (the engine cannot tell a completion from a release),
+ *   so an order-dependence between a parent and a child it spawned after p,
+ *   both contending for that lock, can be dropped.
+ *
  * Ranking: lost updates and stale reads first, then the other kinds; then
  *   the shortest interval c_event - p_event; then c_event; then kind.
  *
@@ -265,6 +292,96 @@ static int examine(diag *d, const uint32_t *g, size_t j) {
     return CS_OK;
 }
 
+/* ->S reachability (see the top of the file).  Edges only go forward in the
+ * trace, so a search from a to b visits events in (a, b] only. */
+typedef struct {
+    uint32_t *next_same; /* next event of the same actor, NONE_EV if none */
+    uint32_t *first_kid; /* first event e with a creation/join edge from here */
+    uint32_t *kid_next;  /* next sibling in that list */
+    uint32_t *stamp;     /* visited in search number `gen` */
+    uint32_t *stack;
+    uint32_t gen;
+} sorder;
+
+#define NONE_EV UINT32_MAX
+
+static void sorder_free(sorder *so) {
+    free(so->next_same);
+    free(so->first_kid);
+    free(so->kid_next);
+    free(so->stamp);
+    free(so->stack);
+}
+
+static int sorder_build(sorder *so, const cs_event *ev, size_t n) {
+    memset(so, 0, sizeof *so);
+    size_t m = n ? n : 1;
+    cs_actor max_actor = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].actor > max_actor) max_actor = ev[i].actor;
+    uint32_t *seen = malloc(((size_t)max_actor + 1) * sizeof *seen);
+    so->next_same = malloc(m * sizeof *so->next_same);
+    so->first_kid = malloc(m * sizeof *so->first_kid);
+    so->kid_next = malloc(m * sizeof *so->kid_next);
+    so->stamp = calloc(m, sizeof *so->stamp);
+    so->stack = malloc(m * sizeof *so->stack);
+    if (!seen || !so->next_same || !so->first_kid || !so->kid_next || !so->stamp ||
+        !so->stack) {
+        free(seen);
+        sorder_free(so);
+        return CS_ENOMEM;
+    }
+    for (size_t a = 0; a <= max_actor; a++) seen[a] = NONE_EV;
+    for (size_t i = n; i-- > 0;) {
+        so->next_same[i] = seen[ev[i].actor];
+        seen[ev[i].actor] = (uint32_t)i;
+        so->first_kid[i] = NONE_EV;
+    }
+    free(seen);
+    /* built backwards so that each list is in trace order (not needed for
+     * correctness, keeps searches deterministic) */
+    for (size_t e = n; e-- > 0;) {
+        int64_t f = ev[e].scheduled_by;
+        if (f < 0 || (uint64_t)f >= e) continue; /* NONE, AFTER_ALL */
+        bool creation = ev[e].actor_step == 0;
+        bool join = so->next_same[f] == NONE_EV && ev[f].actor != ev[e].actor;
+        if (!creation && !join) continue;
+        so->kid_next[e] = so->first_kid[f];
+        so->first_kid[f] = (uint32_t)e;
+    }
+    return CS_OK;
+}
+
+static bool sorder_reaches(sorder *so, size_t a, size_t b) {
+    if (a == b) return true;
+    if (a > b) return false;
+    if (++so->gen == 0) { /* wrapped: forget every old stamp */
+        memset(so->stamp, 0, (b + 1) * sizeof *so->stamp);
+        so->gen = 1;
+    }
+    size_t top = 0;
+    so->stack[top++] = (uint32_t)a;
+    so->stamp[a] = so->gen;
+    while (top) {
+        uint32_t x = so->stack[--top];
+        /* successors: the actor's next event, then the creation/join list */
+        uint32_t y = so->next_same[x], k = so->first_kid[x];
+        while (y != NONE_EV || k != NONE_EV) {
+            if (y == NONE_EV) {
+                y = k;
+                k = so->kid_next[k];
+            }
+            if (y == b) return true;
+            if (y < b && so->stamp[y] != so->gen) {
+                so->stamp[y] = so->gen;
+                so->stack[top++] = y;
+            }
+            y = NONE_EV;
+        }
+    }
+    return false;
+}
+
 int cs_diagnose(const cs_explorer *ex, const uint64_t *ignore, size_t n_ignore,
                 cs_finding *out, size_t cap, size_t *n) {
     if (!ex || !n || (cap && !out) || (n_ignore && !ignore)) return CS_EINVAL;
@@ -272,6 +389,8 @@ int cs_diagnose(const cs_explorer *ex, const uint64_t *ignore, size_t n_ignore,
     int rc = CS_ENOMEM;
     diag d;
     memset(&d, 0, sizeof d);
+    sorder so;
+    memset(&so, 0, sizeof so);
     uint64_t *ign = NULL;
     obj_ref *refs = NULL;
     d.n_ev = cs_trace_length(ex);
@@ -324,6 +443,19 @@ int cs_diagnose(const cs_explorer *ex, const uint64_t *ignore, size_t n_ignore,
         }
         lo = hi;
     }
+    if (d.n_found) {
+        rc = sorder_build(&so, d.ev, d.n_ev);
+        if (rc) goto cleanup;
+        size_t kept = 0;
+        for (size_t i = 0; i < d.n_found; i++) {
+            const cs_finding *f = &d.found[i];
+            if (sorder_reaches(&so, f->p_event, f->r_event) &&
+                sorder_reaches(&so, f->r_event, f->c_event))
+                continue;
+            d.found[kept++] = *f;
+        }
+        d.n_found = kept;
+    }
     if (d.n_found) qsort(d.found, d.n_found, sizeof *d.found, cmp_finding);
     for (size_t i = 0; i < d.n_found && i < cap; i++) out[i] = d.found[i];
     *n = d.n_found;
@@ -336,6 +468,7 @@ cleanup:
     free(d.found);
     free(refs);
     free(ign);
+    sorder_free(&so);
     return rc;
 }
 

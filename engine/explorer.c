@@ -22,13 +22,6 @@ typedef struct {
     uint32_t index;
 } actor_path;
 
-/* Open-addressing set of 64-bit values (0 is stored out of band). */
-typedef struct {
-    uint64_t *slots;
-    size_t cap, len;
-    bool has_zero;
-} u64_set;
-
 struct cs_explorer {
     cs_config cfg;
     cs_actor *replay_copy;
@@ -53,7 +46,7 @@ struct cs_explorer {
     size_t div_step, div_enabled;
     cs_actor div_expected;
 
-    u64_set fingerprints;
+    cs_u64set fingerprints;
     cs_stats stats;
 };
 
@@ -109,47 +102,6 @@ void cs_config_init(cs_config *cfg, cs_strategy_kind kind) {
     cfg->pct_steps_hint = 64;
 }
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
-/* Returns 1 if inserted, 0 if present, CS_ENOMEM. */
-static int u64_set_add(u64_set *s, uint64_t v) {
-    if (v == 0) {
-        if (s->has_zero) return 0;
-        s->has_zero = true;
-        return 1;
-    }
-    if ((s->len + 1) * 2 > s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 64;
-        uint64_t *ns = calloc(ncap, sizeof *ns);
-        if (!ns) return CS_ENOMEM;
-        for (size_t i = 0; i < s->cap; i++) {
-            uint64_t x = s->slots[i];
-            if (!x) continue;
-            size_t j = mix64(x) & (ncap - 1);
-            while (ns[j]) j = (j + 1) & (ncap - 1);
-            ns[j] = x;
-        }
-        free(s->slots);
-        s->slots = ns;
-        s->cap = ncap;
-    }
-    size_t j = mix64(v) & (s->cap - 1);
-    while (s->slots[j]) {
-        if (s->slots[j] == v) return 0;
-        j = (j + 1) & (s->cap - 1);
-    }
-    s->slots[j] = v;
-    s->len++;
-    return 1;
-}
-
 static double elapsed_seconds(const struct timespec *since) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -160,7 +112,7 @@ static double elapsed_seconds(const struct timespec *since) {
 /* --------------------------------------------------------------- actors */
 
 static size_t path_hash(cs_actor parent, uint32_t index) {
-    return (size_t)mix64(((uint64_t)parent << 32) ^ index ^ 0x9e3779b97f4a7c15ULL);
+    return (size_t)cs_mix64(((uint64_t)parent << 32) ^ index ^ 0x9e3779b97f4a7c15ULL);
 }
 
 static int index_grow(cs_explorer *ex) {
@@ -265,7 +217,7 @@ void cs_explorer_free(cs_explorer *ex) {
     free(ex->replay_copy);
     free(ex->paths);
     free(ex->index_slots);
-    free(ex->fingerprints.slots);
+    cs_u64set_free(&ex->fingerprints);
     free(ex);
 }
 
@@ -368,9 +320,9 @@ int cs_execution_end(cs_explorer *ex, int outcome) {
     size_t len = cs_trace_len(ex->trace);
     if (len > ex->stats.max_depth) ex->stats.max_depth = len;
     if (ex->cfg.count_traces && outcome != CS_OUTCOME_ABORTED) {
-        int added = u64_set_add(&ex->fingerprints, cs_trace_fingerprint(ex->trace));
+        int added = cs_u64set_add(&ex->fingerprints, cs_trace_fingerprint(ex->trace));
         if (added < 0) return added;
-        ex->stats.distinct_traces = ex->fingerprints.len + (ex->fingerprints.has_zero ? 1 : 0);
+        ex->stats.distinct_traces = cs_u64set_count(&ex->fingerprints);
     }
     int rc = ex->ops->end(ex, ex->state, outcome);
     if (rc == CS_EDIVERGED && outcome != CS_OUTCOME_ABORTED) {

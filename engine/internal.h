@@ -18,6 +18,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* --------------------------------------------------------------- hashing */
+
+/* A 64-bit finaliser (splitmix64's): a bijection that spreads every input
+ * bit over the output; the engine's hash tables and fingerprints use it. */
+static inline uint64_t cs_mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+/* A growable set of 64-bit values (open addressing; 0 is kept out of band). */
+typedef struct {
+    uint64_t *slots;
+    size_t cap, len;
+    bool has_zero;
+} cs_u64set;
+
+/* Returns 1 if v was added, 0 if it was present, CS_ENOMEM. */
+int cs_u64set_add(cs_u64set *s, uint64_t v);
+size_t cs_u64set_count(const cs_u64set *s);
+/* Writes the members (in no particular order) to out, which has room for
+ * cs_u64set_count(s) values. */
+void cs_u64set_members(const cs_u64set *s, uint64_t *out);
+void cs_u64set_free(cs_u64set *s);
+
 /* ------------------------------------------------------------------- rng */
 
 /* xoshiro256** seeded through splitmix64: fast, reproducible everywhere. */

@@ -129,15 +129,6 @@ struct cs_trace {
 
 /* ------------------------------------------------------------ helpers */
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return CS_OK;
     size_t ncap = *cap ? *cap : 16;
@@ -169,7 +160,7 @@ static int list_put(act_list *l, cs_actor actor, uint32_t e) {
 }
 
 static size_t slot_hash(uint64_t object, uint64_t key) {
-    return (size_t)mix64(object * 0x9e3779b97f4a7c15ULL ^ mix64(key));
+    return (size_t)cs_mix64(object * 0x9e3779b97f4a7c15ULL ^ cs_mix64(key));
 }
 
 /* Finds (object, key); inserts it with index *fresh_index when absent and
@@ -378,8 +369,8 @@ static uint64_t object_name(uint64_t object, uint8_t flags, cs_actor actor,
     *birth = 0;
     if (flags & CS_ID_STABLE) return object & ~(NAME_CREATED | NAME_BIRTH);
     if (flags & CS_ID_CREATED)
-        return NAME_CREATED | (mix64(((uint64_t)actor << 32 | actor_step) ^
-                                     mix64(created_rank + 0x9e3779b97f4a7c15ULL)) &
+        return NAME_CREATED | (cs_mix64(((uint64_t)actor << 32 | actor_step) ^
+                                     cs_mix64(created_rank + 0x9e3779b97f4a7c15ULL)) &
                                (NAME_CREATED - 1));
     *birth = event + 1;
     return NAME_BIRTH | (uint64_t)(event + 1) << 24 | (access & 0xffffff);
@@ -625,19 +616,24 @@ int cs_trace_preds(const cs_trace *t, size_t index, size_t *out, size_t cap,
  * would not show. */
 static uint64_t event_hash(const cs_trace *t, uint32_t i) {
     const event *e = &t->ev[i];
-    uint64_t h = mix64(((uint64_t)e->actor << 32 | e->actor_step) + 0x51ed27);
+    uint64_t h = cs_mix64(((uint64_t)e->actor << 32 | e->actor_step) + 0x51ed27);
     for (uint32_t k = 0; k < e->n_accesses; k++) {
+        /* Objects enter by their execution-independent name only where it has
+         * one (stable or created ids); an address would make every execution
+         * distinct, and the labelled partial order already decides
+         * equivalence. */
         const cs_access *a = &t->acc[e->first_access + k];
-        h = mix64(h ^ mix64(a->object + 0x1234567));
-        h = mix64(h ^ mix64(a->key ^ 0xabcdef));
-        h = mix64(h ^ a->kind);
+        const object_rec *o = &t->obj[t->acc_obj[e->first_access + k]];
+        h = cs_mix64(h ^ cs_mix64((o->birth ? 0 : o->name) + 0x1234567));
+        h = cs_mix64(h ^ cs_mix64(a->key ^ 0xabcdef));
+        h = cs_mix64(h ^ a->kind);
     }
     uint64_t ps = 0; /* commutative over the predecessor set */
     for (uint32_t k = 0; k < e->n_preds; k++) {
         const event *p = &t->ev[t->preds[e->pred_off + k]];
-        ps += mix64(((uint64_t)p->actor << 32 | p->actor_step) ^ 0x7f4a7c15ULL);
+        ps += cs_mix64(((uint64_t)p->actor << 32 | p->actor_step) ^ 0x7f4a7c15ULL);
     }
-    return mix64(h ^ mix64(ps + e->n_preds));
+    return cs_mix64(h ^ cs_mix64(ps + e->n_preds));
 }
 
 uint64_t cs_trace_fingerprint(const cs_trace *t) {
@@ -650,7 +646,7 @@ uint64_t cs_trace_fingerprint(const cs_trace *t) {
     uint64_t h = 0xcbf29ce484222325ULL;
     if (!indeg || !succ_off || !succ || !heap) {
         /* degrade to the plain sequence hash: still deterministic */
-        for (size_t i = 0; i < n; i++) h = mix64(h ^ event_hash(t, (uint32_t)i));
+        for (size_t i = 0; i < n; i++) h = cs_mix64(h ^ event_hash(t, (uint32_t)i));
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -662,7 +658,7 @@ uint64_t cs_trace_fingerprint(const cs_trace *t) {
     {
         uint32_t *fill = calloc(n, sizeof *fill);
         if (!fill) {
-            for (size_t i = 0; i < n; i++) h = mix64(h ^ event_hash(t, (uint32_t)i));
+            for (size_t i = 0; i < n; i++) h = cs_mix64(h ^ event_hash(t, (uint32_t)i));
             goto done;
         }
         for (size_t i = 0; i < n; i++) {
@@ -705,7 +701,7 @@ uint64_t cs_trace_fingerprint(const cs_trace *t) {
             heap[m] = tmp;
             c = m;
         }
-        h = mix64(h ^ event_hash(t, x)) + (uint64_t)done_n++;
+        h = cs_mix64(h ^ event_hash(t, x)) + (uint64_t)done_n++;
         for (uint32_t k = succ_off[x]; k < succ_off[x + 1]; k++)
             if (--indeg[succ[k]] == 0) HPUSH(succ[k]);
     }

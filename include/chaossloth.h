@@ -413,6 +413,11 @@ typedef struct {
     const cs_cprog_thread *threads;
     uint64_t max_local_ops; /* per step, to catch local infinite loops;
                                0 = 1000000 */
+    int address_ids;        /* testing: give every cell and lock a fresh
+                               object id in each execution, as allocation
+                               addresses would be (and no stable_objects),
+                               to exercise the engine's naming of objects
+                               across executions */
 } cs_cprog;
 
 typedef struct {

@@ -216,6 +216,64 @@ static void test_order_violation(void) {
     CHECK_EQ(diagnose(wr, 4, f, 4), 0);
 }
 
+static void test_structurally_nested_remote_is_dropped(void) {
+    /* root (0) writes x and creates A (1); A writes x and ends; its end
+     * wakes root, which reads x: setup, worker, join, final check.  No
+     * schedule can move A's write out of root's interval: no finding. */
+    hstep joined[] = {
+        {0, -1, 1, {W(OBJ, 0)}},
+        {1, 0, 1, {W(OBJ, 0)}},
+        {0, 1, 1, {R(OBJ, 0)}},
+    };
+    cs_finding f[4];
+    CHECK_EQ(diagnose(joined, 3, f, 4), 0);
+    /* the join goes through a callback actor created by A's last step
+     * (gather's done-callback), which then wakes root */
+    hstep via_callback[] = {
+        {0, -1, 1, {W(OBJ, 0)}},
+        {1, 0, 1, {W(OBJ, 0)}},
+        {2, 1, 0, {{0}}},
+        {0, 2, 1, {R(OBJ, 0)}},
+    };
+    CHECK_EQ(diagnose(via_callback, 4, f, 4), 0);
+    /* not joined: root resumes by itself (sleep(0)); c may run before r in
+     * another schedule, so the finding stays */
+    hstep unjoined[] = {
+        {0, -1, 1, {W(OBJ, 0)}},
+        {1, 0, 1, {W(OBJ, 0)}},
+        {0, 0, 1, {R(OBJ, 0)}},
+    };
+    CHECK_EQ(diagnose(unjoined, 3, f, 4), 1);
+    CHECK_EQ(f[0].kind, CS_HAZARD_OVERWRITTEN);
+    /* joined but not created after p (A's first step is not scheduled by
+     * root): r may run before p in another schedule */
+    hstep not_created[] = {
+        {0, -1, 1, {W(OBJ, 0)}},
+        {1, -1, 1, {W(OBJ, 0)}},
+        {0, 1, 1, {R(OBJ, 0)}},
+    };
+    CHECK_EQ(diagnose(not_created, 3, f, 4), 1);
+    /* A's step wakes root but A runs again afterwards: a wakeup (a lock
+     * handed over, an event set), not A's completion, so not a join */
+    hstep handoff[] = {
+        {0, -1, 1, {W(OBJ, 0)}},
+        {1, 0, 1, {W(OBJ, 0)}},
+        {0, 1, 1, {R(OBJ, 0)}},
+        {1, 1, 0, {{0}}},
+    };
+    CHECK_EQ(diagnose(handoff, 4, f, 4), 1);
+    /* two siblings created before p: B's write lies between A's read and
+     * write through wakeups only, never through creation: kept */
+    hstep siblings[] = {
+        {0, -1, 0, {{0}}},
+        {1, 0, 1, {R(OBJ, 0)}},
+        {2, 0, 1, {W(OBJ, 0)}},
+        {1, 2, 1, {W(OBJ, 0)}},
+    };
+    CHECK_EQ(diagnose(siblings, 4, f, 4), 1);
+    CHECK_EQ(f[0].kind, CS_HAZARD_LOST_UPDATE);
+}
+
 static void test_wait_for_cycle(void) {
     cs_wait_edge e[] = {
         {4, 100, 1}, /* 0: outside the cycle */
@@ -256,5 +314,6 @@ static void test_wait_for_cycle(void) {
     X(test_wildcard_and_distinct_keys)                                         \
     X(test_ranking_and_ignore)                                                 \
     X(test_order_violation)                                                    \
+    X(test_structurally_nested_remote_is_dropped)                              \
     X(test_wait_for_cycle)
 CTEST_MAIN()
