@@ -300,9 +300,10 @@ static uint64_t first_sight_cid(PyObject *o, bool *stable) {
 }
 
 /* The canonical id of o in this execution (assigned and kept alive at first
- * sight), or -1 with an exception. */
-static int canon(PyObject *o, uint64_t *out, bool *stable) {
+ * sight), or -1 with an exception; *fresh = this call is the first sight. */
+static int canon(PyObject *o, uint64_t *out, bool *stable, bool *fresh) {
     id_slot *s = id_find(o);
+    *fresh = s == NULL;
     if (s) {
         *out = s->cid;
         *stable = s->stable;
@@ -405,7 +406,13 @@ static int log_access(uint64_t object, uint64_t key, int kind, uint32_t site,
 
 /* Records an access of `holder` (named and kept alive) and returns 0, or -1
  * with an exception; *cid_out (may be NULL) receives the holder's canonical
- * id.  `keyobj` is only used by the verbose log. */
+ * id.  `keyobj` is only used by the verbose log.
+ *
+ * CS_ID_CREATED in `kind` is the caller's claim that holder was just created
+ * by the open step.  It is kept only at the object's first sight in this
+ * execution: an object the hooks have named already may have been accessed
+ * (or created) by another step, and the engine names an object by its first
+ * access anyway.  A stable object keeps CS_ID_STABLE instead. */
 static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
                   PyObject *keyobj, uint64_t *cid_out) {
     uint32_t site = 0;
@@ -415,9 +422,10 @@ static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
         site = (uint32_t)s;
     }
     uint64_t object;
-    bool stable;
-    if (canon(holder, &object, &stable) < 0) return -1;
+    bool stable, fresh;
+    if (canon(holder, &object, &stable, &fresh) < 0) return -1;
     if (cid_out) *cid_out = object;
+    if (stable || !fresh) kind &= ~CS_ID_CREATED;
     int flagged = stable ? kind | CS_ID_STABLE : kind;
     int rc = cs_access_record(hooks_ex, object, key, (cs_access_kind)flagged, site);
     if (rc == CS_ESTATE) return 0; /* no step open: nothing to record */
@@ -750,6 +758,92 @@ static PyObject *h_it(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     return Py_NewRef(a[0]);
 }
 
+/* ------------------------------------------------ allocations */
+
+/* new(value, site) -> value: `value` was just allocated by a list, dict or set
+ * display or comprehension of the user's code, in the open step.  A write of
+ * the whole object flagged CS_ID_CREATED, so that the engine names it after
+ * the creating step in every execution instead of after its first access
+ * (which other executions may place elsewhere).  record() drops the flag if
+ * the hooks have seen the object before (then it was not fresh). */
+static PyObject *h_new(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "new");
+    if (hooks_ex && record(a[0], CS_KEY_WHOLE, KIND_WRITE | CS_ID_CREATED, a[1], NULL, NULL) < 0)
+        return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* Does calling `f` always return a new object?  The exact builtin container
+ * types do.  So does a class whose metaclass is exactly `type` (so that the
+ * call is type.__call__) and whose __new__ is object.__new__ (which only
+ * allocates); its __init__ runs after the allocation, so the creation must be
+ * recorded in between (see h_newcall). */
+enum { NEW_NO = 0, NEW_BUILTIN = 1, NEW_CLASS = 2 };
+
+static int fresh_callee(PyObject *f) {
+    if (f == (PyObject *)&PyList_Type || f == (PyObject *)&PyDict_Type ||
+        f == (PyObject *)&PySet_Type || f == (PyObject *)&PyByteArray_Type)
+        return NEW_BUILTIN;
+    if (!PyType_Check(f) || !Py_IS_TYPE(f, &PyType_Type)) return NEW_NO;
+    PyTypeObject *t = (PyTypeObject *)f;
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || t->tp_new != PyBaseObject_Type.tp_new)
+        return NEW_NO;
+    return NEW_CLASS;
+}
+
+/* type.__call__(t, *args, **kw) for a class with fresh_callee() == NEW_CLASS,
+ * step by step as CPython 3.11's type_call does it, recording the new
+ * instance (CS_ID_CREATED) between __new__ and __init__. */
+static PyObject *construct(PyTypeObject *t, PyObject *const *args, Py_ssize_t n,
+                           PyObject *kwnames, PyObject *site) {
+    PyObject *tuple = NULL, *kw = NULL, *obj = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (!(tuple = PyTuple_New(n))) goto cleanup;
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+    if (nkw) {
+        if (!(kw = PyDict_New())) goto cleanup;
+        for (Py_ssize_t i = 0; i < nkw; i++)
+            if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[n + i]) < 0) goto cleanup;
+    }
+    obj = t->tp_new(t, tuple, kw);
+    if (!obj) goto cleanup;
+    if (!PyObject_TypeCheck(obj, t)) goto cleanup; /* (never for object.__new__) */
+    if (Py_IS_TYPE(obj, t) && hooks_ex &&
+        record(obj, CS_KEY_WHOLE, KIND_WRITE | CS_ID_CREATED, site, NULL, NULL) < 0) {
+        Py_CLEAR(obj);
+        goto cleanup;
+    }
+    PyTypeObject *ot = Py_TYPE(obj);
+    if (ot->tp_init && ot->tp_init(obj, tuple, kw) < 0) Py_CLEAR(obj);
+cleanup:
+    Py_XDECREF(tuple);
+    Py_XDECREF(kw);
+    return obj;
+}
+
+/* newcall(f, site, *args, **kw) -> f(*args, **kw), for calls of classes of
+ * the instrumented module and of list / dict / set / bytearray.  What is
+ * called is checked here, at run time: only a callee that always returns a
+ * new object (fresh_callee) gets its result flagged CS_ID_CREATED; anything
+ * else is a plain call (a function returning an existing object must never
+ * be taken for its creator). */
+static PyObject *h_newcall(PyObject *m, PyObject *const *a, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "newcall(f, site, *args, **kw)");
+        return NULL;
+    }
+    PyObject *f = a[0];
+    if (!hooks_ex) return PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
+    int how = fresh_callee(f);
+    if (how == NEW_CLASS) return construct((PyTypeObject *)f, a + 2, nargs - 2, kwnames, a[1]);
+    PyObject *r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
+    if (r && how == NEW_BUILTIN && Py_IS_TYPE(r, (PyTypeObject *)f) && hooks_ex &&
+        record(r, CS_KEY_WHOLE, KIND_WRITE | CS_ID_CREATED, a[1], NULL, NULL) < 0)
+        Py_CLEAR(r);
+    return r;
+}
+
 /* ------------------------------------------------ driver-facing functions */
 
 /* record(obj, kind, site=0, key=<whole>): an access recorded by Python code
@@ -870,6 +964,9 @@ static PyMethodDef hook_methods[] = {
     FAST("cw", h_cw, "cw(cell, site): write of a closure cell."),
     FAST("rd", h_rd, "rd(obj, site) -> obj: read of the whole object."),
     FAST("it", h_it, "it(obj, site) -> obj: iteration (read of containers, else write)."),
+    FAST("new", h_new, "new(value, site) -> value: a fresh object created by the open step."),
+    {"newcall", (PyCFunction)(void (*)(void))h_newcall, METH_FASTCALL | METH_KEYWORDS,
+     "newcall(f, site, *args, **kw) -> f(*args, **kw); a fresh result is recorded as created."},
     FAST("record", h_record, "record(obj, kind, site=0, key=None): record an access."),
     {"hooks_active", h_active, METH_NOARGS, "True while an explorer is attached to the hooks."},
     {"hooks_reset", h_reset, METH_NOARGS, "Release the objects kept alive by the hooks."},

@@ -21,6 +21,18 @@ closure cell ``c``                     ``_cs_cr(c, _cs_c_c, site)`` / ``_cs_cw(.
                                        defining function captures the cell object once
                                        at entry: ``_cs_c_c = (lambda: c).__closure__[0]``
 ``t.a op= v``                          read then write, ``t`` evaluated once (temporaries)
+``[...]``, ``{...}``, ``{k: v}`` and   ``_cs_new(value, site)``: a write of the new object
+their comprehensions                   flagged as created by the current step (CS_ID_CREATED),
+                                       so the engine names it after its creator in every
+                                       execution (not when it is iterated or tested with
+                                       ``in`` on the spot: it never escapes the expression)
+``C(...)``, ``list(...)``, ...         ``_cs_newcall(C, site, ...)`` for classes defined at
+                                       the module's top level and list / dict / set /
+                                       bytearray: the hook checks at run time that the callee
+                                       only allocates (exact builtin type, or metaclass
+                                       ``type`` and ``__new__`` = ``object.__new__``) and then
+                                       records the instance as created before ``__init__``
+                                       runs; any other callee is called plainly
 ====================================  ================================================
 
 Evaluation order is kept: store hooks take the value first (Python evaluates the right-hand
@@ -184,7 +196,11 @@ _IOPS = {
 }  # fmt: skip
 
 _HOOKS = ("ga", "sa", "da", "gi", "si", "di", "cm", "ck", "contains", "gr", "gw", "cr", "cw",
-          "rd", "it")  # fmt: skip
+          "rd", "it", "new", "newcall")  # fmt: skip
+
+#: builtins whose call always returns a new object (checked again at run time by newcall)
+NEW_BUILTINS = frozenset(["list", "dict", "set", "bytearray"])
+_DISPLAYS = (ast.List, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp)
 
 
 def hook_namespace() -> dict[str, Any]:
@@ -336,11 +352,13 @@ class Instrumenter(ast.NodeTransformer):
         self.tmp = 0
         self.bound: set[str] = set()
         self.static: set[str] = set()
+        self.classes: set[str] = set()
 
     # ----------------------------------------------------------------- helpers
 
     def run(self, tree: ast.Module, table: symtable.SymbolTable) -> ast.Module:
         self.bound, self.static = _module_names(tree)
+        self.classes = {s.name for s in tree.body if isinstance(s, ast.ClassDef)} & self.static
         self.scope = _Scope("module", table, None, None)
         tree.body = self._stmts(tree.body)
         ast.fix_missing_locations(tree)
@@ -523,7 +541,7 @@ class Instrumenter(ast.NodeTransformer):
 
     def _visit_comp(self, node: Any) -> ast.AST:
         gens: list[ast.comprehension] = node.generators
-        first_iter = self.visit(gens[0].iter)
+        first_iter = self._visit_consumed(gens[0].iter)
         if not gens[0].is_async:
             first_iter = self._wrap_iter(first_iter, gens[0].iter)
         gens[0].iter = first_iter
@@ -532,7 +550,7 @@ class Instrumenter(ast.NodeTransformer):
         def inner() -> None:
             for i, g in enumerate(gens):
                 if i > 0:
-                    it = self.visit(g.iter)
+                    it = self._visit_consumed(g.iter)
                     g.iter = it if g.is_async else self._wrap_iter(it, g.iter)
                 g.ifs = [self.visit(c) for c in g.ifs]
             if isinstance(node, ast.DictComp):
@@ -544,10 +562,68 @@ class Instrumenter(ast.NodeTransformer):
         self._in_scope(scope, inner)
         return node
 
-    visit_ListComp = _visit_comp
-    visit_SetComp = _visit_comp
-    visit_DictComp = _visit_comp
+    def _visit_new_comp(self, node: Any) -> ast.AST:
+        return self._new(self._visit_comp(node), node)
+
+    visit_ListComp = _visit_new_comp
+    visit_SetComp = _visit_new_comp
+    visit_DictComp = _visit_new_comp
     visit_GeneratorExp = _visit_comp
+
+    # ------------------------------------------------------------- allocations
+
+    def _new(self, new: ast.expr, old: ast.expr) -> ast.expr:
+        """`new` (the instrumented display or comprehension `old`) recorded as created by the
+        current step."""
+        site = self._site(old, self.src.segment(old), "new")
+        return self._call("new", [new, site], old)
+
+    def visit_List(self, node: ast.List) -> ast.AST:
+        self.generic_visit(node)
+        return self._new(node, node) if isinstance(node.ctx, ast.Load) else node
+
+    def visit_Set(self, node: ast.Set) -> ast.AST:
+        return self._new(self.generic_visit(node), node)  # type: ignore[arg-type]
+
+    def visit_Dict(self, node: ast.Dict) -> ast.AST:
+        node.keys = [self.visit(k) if k is not None else None for k in node.keys]
+        # `**m` in a display is consumed by the display
+        node.values = [self.visit(v) if k is not None else self._visit_consumed(v)
+                       for k, v in zip(node.keys, node.values)]  # fmt: skip
+        return self._new(node, node)
+
+    def _visit_consumed(self, node: ast.expr) -> ast.expr:
+        """An expression whose value is consumed on the spot (iterated, searched with `in`,
+        unpacked into arguments): a display there never escapes, so it is not recorded as
+        created (it would cost an access and gain nothing)."""
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
+            return self._visit_comp(node)  # type: ignore[no-any-return]
+        if isinstance(node, (ast.List, ast.Set, ast.Dict)):
+            return self.generic_visit(node)  # type: ignore[return-value]
+        return self.visit(node)  # type: ignore[no-any-return]
+
+    def visit_Starred(self, node: ast.Starred) -> ast.AST:
+        if isinstance(node.ctx, ast.Load):
+            node.value = self._visit_consumed(node.value)
+            return node
+        return self.generic_visit(node)
+
+    def _is_module_class(self, name: str) -> bool:
+        """Does `name`, loaded in the current scope, refer to a class statement at the top
+        level of this module (never rebound)?  Only a hint: newcall checks the callee."""
+        s = self.scope
+        if s is None or name not in self.classes:
+            return False
+        if s.kind == "module":
+            return True
+        return s.symbols.get(mangle(name, s.class_name)) in (_GLOBAL_IMPLICIT, _GLOBAL_EXPLICIT)
+
+    def _newcall(self, node: ast.Call) -> ast.Call:
+        """`node` (instrumented) as newcall(func, site, *args, **kw)."""
+        site = self._site(node, self.src.segment(node), "new")
+        call = ast.Call(ast.Name("_cs_newcall", ast.Load()), [node.func, site, *node.args],
+                        node.keywords)  # fmt: skip
+        return self._loc(call, node)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------ expressions
 
@@ -589,7 +665,7 @@ class Instrumenter(ast.NodeTransformer):
             container = node.comparators[0]
             site = self._site(node, self.src.segment(container), "contains")
             call = self._call(
-                "contains", [self.visit(node.left), self.visit(container), site], node
+                "contains", [self.visit(node.left), self._visit_consumed(container), site], node
             )
             if isinstance(node.ops[0], ast.NotIn):
                 return self._loc(ast.UnaryOp(ast.Not(), call), node)
@@ -628,7 +704,8 @@ class Instrumenter(ast.NodeTransformer):
             return self._loc(ast.Call(getter, args, keywords), node)
         if isinstance(func, ast.Name) and self._is_builtin(func.id):
             hook = "it" if func.id in ITER_BUILTINS else "rd" if func.id in READ_BUILTINS else None
-            node.args = [self.visit(a) for a in node.args]
+            visit = self._visit_consumed if hook == "it" else self.visit
+            node.args = [visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]
             if hook is not None:
                 wrapped: list[ast.expr] = []
@@ -639,8 +716,19 @@ class Instrumenter(ast.NodeTransformer):
                         site = self._site(a, self.src.segment(a), "whole")
                         wrapped.append(self._call(hook, [a, site], a))
                 node.args = wrapped
+            if func.id in NEW_BUILTINS and self._plain_args(node):
+                return self._newcall(node)
             return node
+        if isinstance(func, ast.Name) and self._is_module_class(func.id) and self._plain_args(node):
+            return self._newcall(self.generic_visit(node))  # type: ignore[arg-type]
         return self.generic_visit(node)
+
+    @staticmethod
+    def _plain_args(node: ast.Call) -> bool:
+        """No `*args` / `**kw`: the call can be forwarded with identical error messages."""
+        return not any(isinstance(a, ast.Starred) for a in node.args) and all(
+            k.arg is not None for k in node.keywords
+        )
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> ast.AST:
         node.value = self.visit(node.value)
@@ -851,7 +939,7 @@ class Instrumenter(ast.NodeTransformer):
         return self._assign(target, ast.Name(t, ast.Load()), target)
 
     def visit_For(self, node: ast.For) -> Any:
-        node.iter = self._wrap_iter(self.visit(node.iter), node.iter)
+        node.iter = self._wrap_iter(self._visit_consumed(node.iter), node.iter)
         pre = self._loop_target(node)
         node.body = pre + self._stmts(node.body)
         node.orelse = self._stmts(node.orelse)

@@ -21,7 +21,8 @@ class Site(NamedTuple):
     #: readable name of the resource touched: ``self.counters`` (a subscript site adds the runtime
     #: key: ``self.counters['audit']``), ``global hits``, ``nonlocal count``
     name: str = ""
-    #: attr, item, method, keyed, contains, global, cell, whole, iter, sync
+    #: attr, item, method, keyed, contains, global, cell, whole, iter, sync, new (an allocation:
+    #: a display, a comprehension or a class call, recorded as created by the current step)
     kind: str = ""
 
 
