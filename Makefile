@@ -44,8 +44,10 @@ bench:
 	$(PYTHON) bench/capture_overhead.py
 	$(MAKE) -s bench-dpor
 
+# the C classics (readers, lastzero, indexer, filesystem), then the seed workload through the
+# asyncio path; bench/dpor_classic.py --help for options (--quick, --row-seconds S)
 bench-dpor: $(BUILD)/bench_dpor_classic
-	$(BUILD)/bench_dpor_classic
+	$(PYTHON) bench/dpor_classic.py $(BENCH_ARGS)
 
 $(BUILD)/bench_dpor_classic: bench/dpor_classic.c $(ENGINE)
 	@mkdir -p $(BUILD)

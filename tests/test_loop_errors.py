@@ -75,6 +75,58 @@ def test_deadlock_names_tasks_sites_and_locks() -> None:
     assert all(site is not None for _, site, _ in info.value.blocked)
 
 
+class Ledger:
+    def __init__(self) -> None:
+        self.locks = {"alice": asyncio.Lock(), "bob": asyncio.Lock()}
+
+    async def move(self, src: str, dst: str) -> None:
+        async with self.locks[src]:
+            await asyncio.sleep(0)
+            async with self.locks[dst]:  # LEDGER-INNER
+                pass
+
+
+async def locks_in_containers() -> None:
+    ledger = Ledger()
+    await asyncio.gather(ledger.move("alice", "bob"), ledger.move("bob", "alice"))
+
+
+async def locks_in_a_list() -> None:
+    locks = [asyncio.Lock(), asyncio.Lock()]
+
+    async def take(i: int, j: int) -> None:
+        async with locks[i]:
+            await asyncio.sleep(0)
+            async with locks[j]:
+                pass
+
+    await asyncio.gather(take(0, 1), take(1, 0))
+
+
+def test_deadlock_names_locks_held_in_containers() -> None:
+    with pytest.raises(DeadlockError) as info:
+        chaossloth.run(locks_in_containers())
+    msg = str(info.value)
+    assert "Lock.acquire() on self.locks['bob'] (locked)" in msg, msg
+    assert "Lock.acquire() on self.locks['alice'] (locked)" in msg, msg
+    assert f"{HERE}:{_line_of('LEDGER-INNER')}" in msg
+    assert "0x" not in msg
+    with pytest.raises(DeadlockError) as info:
+        chaossloth.run(locks_in_a_list())
+    msg = str(info.value)
+    assert "Lock.acquire() on locks[1] (locked)" in msg, msg
+    assert "Lock.acquire() on locks[0] (locked)" in msg, msg
+
+
+def test_unnamed_primitive_is_described_not_blank() -> None:
+    async def orphan() -> None:
+        await asyncio.Event().wait()  # reachable from no name
+
+    with pytest.raises(DeadlockError) as info:
+        chaossloth.run(orphan())
+    assert "Event.wait() on an unnamed Event at 0x" in str(info.value)
+
+
 async def primitive_waits() -> None:
     ev = asyncio.Event()
     q: asyncio.Queue[int] = asyncio.Queue()
@@ -286,6 +338,7 @@ def test_divergence_names_step_expected_and_enabled() -> None:
     with pytest.raises(ScheduleDivergedError) as info:
         loop.run_until_complete(two())
     err = info.value
+    assert isinstance(err, NondeterminismError)  # a diverged replay is nondeterminism
     assert err.step == 2 and err.expected == sched[0]
     assert sched[0] not in err.enabled and err.enabled
     msg = str(err)

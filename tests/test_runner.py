@@ -169,6 +169,13 @@ def test_deadlock(tmp_path: Path) -> None:
     )
     r = runner.run_once(scenario.load_scenario(p).factory)
     assert r.failure is not None and r.failure.kind == "deadlock"
+    # who waits for what, with actor ids, on the failure itself (and through JSON)
+    (blocked,) = r.failure.details["blocked"]
+    assert blocked["actor"] == 0 and blocked["name"].startswith("Task-")
+    assert blocked["site"].endswith("dead.py:5") and blocked["waits_for"].startswith("Event.wait")
+    again = runner.Failure.from_json(r.failure.to_json())
+    assert again.details == r.failure.details
+    assert "details" not in runner.Failure("exception", "E", "m").to_json()
 
 
 def test_lock_order_deadlock_found_by_exploration(tmp_path: Path) -> None:
@@ -193,6 +200,11 @@ def test_lock_order_deadlock_found_by_exploration(tmp_path: Path) -> None:
         scenario.load_scenario(p).factory, strategy="random", seed=3, max_executions=300
     )
     assert res.failed and res.minimal_failure.failure.kind == "deadlock"
+    blocked = res.minimal_failure.failure.details["blocked"]
+    # main (in gather) and its two children; the children's actor ids are theirs in the trace
+    assert len(blocked) == 3 and all(isinstance(b["actor"], int) for b in blocked)
+    actors = {s.actor for s in res.minimal_failure.steps}
+    assert {b["actor"] for b in blocked} <= actors
 
 
 def test_livelock_step_budget(tmp_path: Path) -> None:
@@ -324,6 +336,20 @@ def test_deviations_from_trace_counts_fifo_inversions() -> None:
     assert runner.deviations_from_trace([Ev(-1), Ev(0), Ev(1), Ev(0)]) == 1
 
 
+def test_detailed_run_hands_back_its_explorer(lost_update: scenario.Program) -> None:
+    from chaossloth import _core
+
+    r = runner.run_once(lost_update.factory, detailed=True)
+    assert r.explorer is not None and r.trace is not None
+    # the explorer's current execution is this one: its trace and the engine's analyses
+    assert r.explorer.schedule() == r.schedule and len(r.explorer.trace()) == len(r.trace)
+    assert isinstance(_core.diagnose(r.explorer), list)
+    assert runner.run_once(lost_update.factory, detailed=False).explorer is None
+    res = runner.explore(lost_update.factory, strategy="dpor")
+    assert res.minimal_failure is not None and res.minimal_failure.explorer is not None
+    assert res.minimal_failure.explorer.schedule() == res.minimal_failure.schedule
+
+
 def test_replay_of_a_found_schedule(lost_update: scenario.Program) -> None:
     res = runner.explore(lost_update.factory, strategy="random", seed=1, max_executions=200)
     best = res.minimal_failure
@@ -335,13 +361,15 @@ def test_replay_of_a_found_schedule(lost_update: scenario.Program) -> None:
 
 
 def test_replay_divergence_is_nondeterminism(lost_update: scenario.Program) -> None:
-    from chaossloth.errors import NondeterminismError
+    from chaossloth.errors import NondeterminismError, ScheduleDivergedError
 
     fifo = runner.run_once(lost_update.factory)
     bad = list(fifo.schedule)
     bad.insert(1, bad[-1])  # an actor that does not exist yet at step 1
-    with pytest.raises(NondeterminismError, match="diverged: at step 1"):
+    with pytest.raises(NondeterminismError, match="diverged: at step 1") as info:
         runner.run_once(lost_update.factory, schedule=bad, actor_paths=fifo.actor_paths)
+    assert isinstance(info.value, ScheduleDivergedError)
+    assert info.value.step == 1 and info.value.expected == bad[1]
     with pytest.raises(NondeterminismError, match="program ended"):
         runner.run_once(
             lost_update.factory, schedule=fifo.schedule + [0], actor_paths=fifo.actor_paths

@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -199,6 +200,8 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
         args=ns.args,
         init_args=ns.init_args,
     )
+    line = _progress_line(pipeline, ns)
+    extra: dict[str, object] = {} if line is None else {"progress": line}
     opts = pipeline.Options(
         strategy=ns.strategy,
         max_executions=ns.max_executions,
@@ -215,15 +218,40 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
         schedule_out=ns.schedule_out,
         telemetry=ns.telemetry,
         full=full,
+        **extra,  # type: ignore[arg-type]
     )
-    out = None if ns.quiet else sys.stdout
-    res = pipeline.run(program, opts, out)
+    out: Any = None if ns.quiet else sys.stdout
+    if line is not None:
+        line.budget = (opts.max_executions, opts.time_limit)  # the whole budget, not a phase's
+    if line is not None and out is not None:
+        from chaossloth.progress import ClearingWriter
+
+        out = ClearingWriter(out, line)
+    try:
+        res = pipeline.run(program, opts, out)
+    finally:
+        if line is not None:
+            line.close()
     if ns.quiet:
         if res.failed:
             print(f"FAIL {res.hazard}: {res.schedule_file}")
         else:
             print("PASS" + (" (complete)" if res.complete else " (incomplete)"))
     return EXIT_FAIL if res.failed else EXIT_PASS
+
+
+def _progress_line(pipeline: Any, ns: argparse.Namespace) -> Any:
+    """The progress line of stage 3 on stderr: only on a terminal, not with --quiet, and only
+    if the pipeline passes `Options.progress` on to runner.explore."""
+    import dataclasses
+
+    from chaossloth.progress import ProgressLine, is_terminal
+
+    if ns.quiet or not is_terminal(sys.stderr):
+        return None
+    if "progress" not in {f.name for f in dataclasses.fields(pipeline.Options)}:
+        return None
+    return ProgressLine(sys.stderr, enabled=True)
 
 
 def _cmd_replay(argv: Sequence[str]) -> int:

@@ -45,12 +45,18 @@ class UnsupportedOperation(ChaosSlothError, NotImplementedError):
     """A loop method that does real I/O (or signals) was called on the controlled loop."""
 
 
-class ScheduleDivergedError(ChaosSlothError):
+class NondeterminismError(ChaosSlothError, RuntimeError):
+    """The program did something the controlled loop cannot make reproducible (another thread
+    scheduling callbacks, wall-clock dependence detected by a replay, ...)."""
+
+
+class ScheduleDivergedError(NondeterminismError):
     """A prescribed step (replay, or DPOR's prefix) was not enabled when its turn came.
 
     The program did not behave the same way under the same schedule, so the execution says
-    nothing about the program.  ``step`` is the index of the step, ``expected`` the actor id the
-    schedule prescribed and ``enabled`` the actor ids that were enabled instead.
+    nothing about the program: it is a :class:`NondeterminismError` (catch that one for both).
+    ``step`` is the index of the step, ``expected`` the actor id the schedule prescribed and
+    ``enabled`` the actor ids that were enabled instead.
     """
 
     def __init__(
@@ -64,11 +70,6 @@ class ScheduleDivergedError(ChaosSlothError):
         self.step = step
         self.expected = expected
         self.enabled = list(enabled or [])
-
-
-class NondeterminismError(ChaosSlothError, RuntimeError):
-    """The program did something the controlled loop cannot make reproducible (another thread
-    scheduling callbacks, wall-clock dependence detected by a replay, ...)."""
 
 
 class InputError(ChaosSlothError, ValueError):

@@ -657,6 +657,9 @@ def _coro_frames(task: Any) -> list[FrameType]:
         nxt = getattr(obj, "cr_await", None)
         if nxt is None:
             nxt = getattr(obj, "gi_yieldfrom", None)
+        if nxt is None and frame.f_code.co_filename.startswith(_OUR_DIR):
+            # capture.sync drives the primitive's own coroutine by hand (no `yield from`)
+            nxt = frame.f_locals.get("coro")
         if nxt is None:
             break
         obj = nxt
@@ -688,8 +691,9 @@ _PRIMITIVES: tuple[type, ...] = (
 
 
 def _name_in(obj: Any, frames: list[FrameType]) -> str | None:
-    """A source-level name for ``obj`` seen from the user's frames (innermost first):
-    a local, an attribute of a local (``self.lock``), or a global."""
+    """A source-level name for ``obj`` seen from the user's frames (innermost first): a local,
+    an attribute of a local (``self.lock``), an item of a dict or list held in one of those
+    (``self.locks['a']``, ``locks[0]``), or a global (or an item of one)."""
     for frame in reversed(frames):
         if _is_internal(frame):
             continue
@@ -697,15 +701,56 @@ def _name_in(obj: Any, frames: list[FrameType]) -> str | None:
         for k, v in local_items:
             if v is obj:
                 return k
+        attrs: list[tuple[str, Any]] = []
         for k, v in local_items:
             d = getattr(v, "__dict__", None)
             if isinstance(d, dict):
-                for ak, av in d.items():
+                for ak, av in list(d.items()):
                     if av is obj:
                         return f"{k}.{ak}"
-        for k, v in frame.f_globals.items():
+                    attrs.append((f"{k}.{ak}", av))
+        for k, v in [*local_items, *attrs]:
+            sub = _subscript_of(v, obj)
+            if sub is not None:
+                return k + sub
+        global_items = list(frame.f_globals.items())
+        for k, v in global_items:
             if v is obj:
                 return k
+        for k, v in global_items:
+            sub = _subscript_of(v, obj)
+            if sub is not None:
+                return k + sub
+    return None
+
+
+_SCAN_ITEMS = 1000  # items looked at per container: naming must stay cheap on big ones
+
+
+def _subscript_of(container: Any, obj: Any) -> str | None:
+    """``[key]`` if ``container`` (a dict, list or tuple) holds ``obj``, else None.  A key is
+    shown by its repr when that is short (strings, numbers, tuples of them)."""
+    if isinstance(container, dict):
+        for n, (key, value) in enumerate(list(container.items())):
+            if n >= _SCAN_ITEMS:
+                break
+            if value is obj:
+                text = _key_repr(key)
+                return f"[{text}]" if text is not None else "[...]"
+    elif isinstance(container, (list, tuple)):
+        for i, value in enumerate(container[:_SCAN_ITEMS]):
+            if value is obj:
+                return f"[{i}]"
+    return None
+
+
+def _key_repr(key: Any) -> str | None:
+    if isinstance(key, (str, int, float, bool, bytes, tuple)) or key is None:
+        try:
+            text = repr(key)
+        except Exception:  # noqa: BLE001 - a tuple of odd objects: leave the key out
+            return None
+        return text if len(text) <= 40 else None
     return None
 
 
@@ -732,13 +777,15 @@ def _task_label(t: Any) -> str:
 def _waits_for(task: Any, others: list[Any] = ()) -> str:  # type: ignore[assignment]
     frames = _coro_frames(task)
     for frame in frames:
+        if frame.f_code.co_filename.startswith(_OUR_DIR):
+            continue  # capture.sync's wrapper: the primitive's own method is further in
         obj = frame.f_locals.get("self")
         if isinstance(obj, _PRIMITIVES):
             name = _name_in(obj, frames)
             for other in others:  # e.g. a task made straight from ev.wait(): ask its creator
                 if name is None and other is not task:
                     name = _name_in(obj, _coro_frames(other))
-            name = name or f"at 0x{id(obj):x}"
+            name = name or f"an unnamed {type(obj).__name__} at 0x{id(obj):x}"
             state = _primitive_state(obj)
             method = frame.f_code.co_name
             if method == "__aenter__":
@@ -851,7 +898,7 @@ def run(
             raise
         try:
             return loop.run_until_complete(task)
-        except (DeadlockError, StepBudgetExceeded, ScheduleDivergedError, NondeterminismError):
+        except (DeadlockError, StepBudgetExceeded, NondeterminismError):  # diverged too
             broken = True
             outcome = getattr(_core, "OUTCOME_ABORTED", 2)
             raise

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from chaossloth import report as rp
-from chaossloth.errors import InputError
+from chaossloth.errors import InputError, NondeterminismError
 
 DEFAULT_TIME_LIMIT = 10.0
 DEFAULT_MAX_STEPS = 10000
@@ -59,6 +59,8 @@ class Options:
     telemetry: bool = True
     telemetry_budget: float = 0.25
     full: bool = False  # the whole pipeline (no subcommand): says stages 6-7 are not there yet
+    #: called with runner.Progress during exploration (the CLI's terminal progress line)
+    progress: Callable[[Any], None] | None = None
 
 
 @dataclass
@@ -292,17 +294,6 @@ def _whole_key() -> int:
     return int(getattr(_core, "KEY_WHOLE", 2**64 - 1))
 
 
-def _errors_named(*names: str) -> tuple[type[BaseException], ...]:
-    from chaossloth import errors
-
-    found = []
-    for n in names:
-        e = getattr(errors, n, None)
-        if isinstance(e, type) and issubclass(e, BaseException):
-            found.append(e)
-    return tuple(found)
-
-
 _IO_TYPES = ("UnsupportedOperation", "RealIOError", "UncontrolledIOError")
 
 
@@ -338,7 +329,6 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
     oracle = with_invariant(program, opts.invariant)
     if opts.invariant:
         res.program["invariant"] = opts.invariant
-    nondeterminism = _errors_named("NondeterminismError", "ScheduleDivergedError")
 
     # 1. capture -------------------------------------------------------------------------
     with pr.stage("capture"):
@@ -357,7 +347,7 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
                 oracle=oracle,
                 detailed=False,
             )
-        except nondeterminism as exc:
+        except NondeterminismError as exc:
             raise InputError(f"the workload is nondeterministic: {exc}") from None
         problem = _input_problem_of(first.failure, opts.max_steps)
         if problem:
@@ -395,8 +385,9 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
                 timers=opts.timers,
                 stop_on_failure=opts.stop_on_failure,
                 oracle=oracle,
+                progress=opts.progress,
             )
-        except nondeterminism as exc:
+        except NondeterminismError as exc:
             raise InputError(f"the workload is nondeterministic: {exc}") from None
         res.executions = ex.executions
         res.failing_executions = ex.failing_executions
@@ -597,20 +588,26 @@ def _replays(path: str, program: Any, oracle: Any, opts: Options) -> bool:
     return bool(r.failed)
 
 
-def _detailed_replay(program: Any, failing: Any, oracle: Any, opts: Options) -> Any:
-    """Replays the failing schedule and returns (execution result, explorer) for diagnosis."""
-    from chaossloth import _core, runner
+def _detailed_replay(program: Any, failing: Any, oracle: Any, opts: Options) -> _Detailed:
+    """The failing execution with its trace and the explorer that ran it, for diagnosis: the
+    exploration's own detailed re-run when it has one, else a replay of its schedule."""
+    from chaossloth import runner
 
-    ex = _core.Explorer("replay", replay=list(failing.schedule), max_steps=opts.max_steps)
-    if failing.actor_paths:
-        runner._intern_table(ex, failing.actor_paths)
-    driver = runner._Driver(
-        program.factory, ex, runner._Options(opts.max_steps, opts.timers, oracle)
-    )
-    if not ex.begin():  # pragma: no cover - a fresh explorer always runs once
-        raise RuntimeError("the engine refused to replay the failing schedule")
-    r = driver.run(0, detailed=True)
-    return _Detailed(r, ex)
+    if failing.explorer is not None and failing.trace is not None:
+        return _Detailed(failing, failing.explorer)
+    try:
+        r = runner.run_once(
+            program.factory,
+            schedule=failing.schedule,
+            actor_paths=failing.actor_paths,
+            max_steps=opts.max_steps,
+            timers=opts.timers,
+            oracle=oracle,
+            detailed=True,
+        )
+    except NondeterminismError as exc:
+        raise InputError(f"the workload is nondeterministic: {exc}") from None
+    return _Detailed(r, r.explorer)
 
 
 @dataclass
@@ -650,7 +647,6 @@ def diagnose(detailed: _Detailed, failing: Any) -> list[rp.Finding]:
             raw = list(diag(detailed.explorer))
     access_of = _access_table(trace)
     sites = r.await_sites or []
-    raw = [it for it in raw if not _ordered_by_parenthood(it, trace, detailed.explorer)]
     for item in raw:
         f = _finding_from(item, trace, access_of, sites, names)
         if f is not None:
@@ -730,28 +726,6 @@ def _finding_objects(detailed: _Detailed) -> set[int]:
         if isinstance(o, int):
             objs.add(o)
     return objs
-
-
-def _ordered_by_parenthood(item: Any, trace: list[Any], explorer: Any) -> bool:
-    """True for a pattern that no schedule can change: the remote task was created after p by
-    the local task (or one of its children) and had finished before c (the local task
-    joined it), e.g. a scenario's setup write, its workers' writes, and its final check."""
-    la, ra = _get(item, "local_actor"), _get(item, "remote_actor")
-    p, c = _get(item, "p_event"), _get(item, "c_event")
-    if not all(isinstance(x, int) for x in (la, ra, p, c)):
-        return False
-    ancestor = ra
-    for _ in range(10_000):
-        parent, _index = explorer.actor_path(ancestor)
-        if parent is None:
-            return False
-        if parent == la:
-            break
-        ancestor = parent
-    else:
-        return False
-    remote_events = [i for i, ev in enumerate(trace) if ev.actor == ra]
-    return bool(remote_events) and p < remote_events[0] and c > remote_events[-1]
 
 
 def _access_table(trace: list[Any]) -> list[tuple[int, tuple[int, int, int, int]]]:
@@ -874,19 +848,26 @@ def _deadlock_finding(detailed: _Detailed, fail: Any, names: dict[int, str]) -> 
     from chaossloth import _core
 
     trace = detailed.result.trace or []
-    # actors whose last step ended at an await and who never ran again: the blocked tasks
     last_event: dict[int, int] = {}
     for i, ev in enumerate(trace):
         last_event[ev.actor] = i
-    blocked = {a for a in last_event if names.get(a, "").startswith("Task")}
+    # the tasks the loop found waiting when nothing could run, and the source name of what
+    # each waits for ("Lock.acquire() on self.locks['a'] (locked)")
+    blocked_info = [b for b in fail.details.get("blocked", ()) if isinstance(b.get("actor"), int)]
+    blocked = {b["actor"] for b in blocked_info}
+    waits_on = {b["actor"]: _waited_name(str(b.get("waits_for", ""))) for b in blocked_info}
+    if not blocked:  # a failure read back from an old file: every task that ran may wait
+        blocked = {a for a in last_event if names.get(a, "").startswith("Task")}
     edges, first_taken, _ = wait_for_edges(trace, blocked)
     cycle = _core.wait_for_cycle(edges) if edges else None
     sites = detailed.result.await_sites or []
     lock_names: dict[int, str] = {}
 
-    def lock_name(obj: int) -> str:
+    def lock_name(obj: int, waiter: int) -> str:
         if obj not in lock_names:
-            label = f"lock {chr(ord('A') + len(lock_names))}" if len(lock_names) < 26 else "lock"
+            label = waits_on.get(waiter) or (
+                f"lock {chr(ord('A') + len(lock_names))}" if len(lock_names) < 26 else "lock"
+            )
             taken = first_taken.get(obj)
             if taken is not None:
                 where = _line_before(trace, *taken)
@@ -905,7 +886,7 @@ def _deadlock_finding(detailed: _Detailed, fail: Any, names: dict[int, str]) -> 
         links.append(
             {
                 "task": names.get(waiter, f"actor {waiter}"),
-                "resource": lock_name(lock),
+                "resource": lock_name(lock, waiter),
                 "held_by": names.get(holder, f"actor {holder}"),
                 "at": at.where() if at else "",
             }
@@ -923,6 +904,17 @@ def _deadlock_finding(detailed: _Detailed, fail: Any, names: dict[int, str]) -> 
         if rest:
             f.text += " " + "; ".join(rest)
     return f
+
+
+_WAITED = re.compile(r"^\w+\.(?:acquire|wait)\(\) on (?P<name>.+?)(?: \([^()]*\))?$")
+
+
+def _waited_name(waits_for: str) -> str | None:
+    """The source name in the loop's "Lock.acquire() on self.locks['a'] (locked)", if any."""
+    m = _WAITED.match(waits_for)
+    if m is None or m["name"].startswith("an unnamed "):
+        return None
+    return m["name"]
 
 
 def _user_await(sites: list[Any], event: int) -> rp.Site | None:
@@ -1079,14 +1071,13 @@ def replay_file(
     w = out if out is not None else io.StringIO()
     for c in caught:
         w.write(f"warning: {c.message}\n")
-    nondeterminism = _errors_named("NondeterminismError", "ScheduleDivergedError")
     t0 = time.perf_counter()
     reproduced = 0
     first_fail: Any = None
     for _ in range(repeat):
         try:
             r = schedule.replay(sched, program.factory, oracle=oracle)
-        except nondeterminism as exc:
+        except NondeterminismError as exc:
             raise ScheduleMismatch(str(exc)) from None
         if r.failed:
             reproduced += 1

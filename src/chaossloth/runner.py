@@ -51,26 +51,34 @@ _PKG_DIR = str(Path(__file__).resolve().parent)
 @dataclass
 class Failure:
     """Why an execution failed.  `kind` is one of: exception, unretrieved, assertion, deadlock,
-    livelock, oracle."""
+    livelock, oracle.
+
+    `details` holds what a kind knows beyond its message; for a deadlock, ``"blocked"``: one
+    dict per task still waiting, ``{"actor": actor id or None, "name": asyncio task name,
+    "site": "file:line" or None, "waits_for": what it waits for}`` (JSON-ready)."""
 
     kind: str
     type_name: str
     message: str
     traceback: str = ""
     task: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
         who = f" in {self.task}" if self.task else ""
         return f"{self.kind}{who}: {self.type_name}: {self.message}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "kind": self.kind,
             "type": self.type_name,
             "message": self.message,
             "traceback": self.traceback,
             "task": self.task,
         }
+        if self.details:
+            d["details"] = self.details
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Failure:
@@ -80,6 +88,7 @@ class Failure:
             message=str(d.get("message", "")),
             traceback=str(d.get("traceback", "")),
             task=d.get("task"),
+            details=dict(d.get("details") or {}),
         )
 
 
@@ -107,6 +116,10 @@ class ExecutionResult:
     strategy: str = "fifo"
     seed: int = 0
     divergence: dict[str, Any] | None = None
+    #: the engine's explorer that ran this execution, set by run_once(detailed=True) only: its
+    #: current execution is this one, for the engine's analyses (``_core.diagnose``,
+    #: ``happens_before``, ``actor_path``).  None for the executions of an exploration.
+    explorer: Any = field(default=None, repr=False, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -160,7 +173,7 @@ def strategy_available(name: str) -> bool:
     """True if the engine implements `name` (a placeholder strategy fails to create)."""
     try:
         _core.Explorer(name, replay=[] if name == "replay" else None)
-    except Exception:
+    except (ValueError, _core.EngineError):
         return False
     return True
 
@@ -177,11 +190,6 @@ def _sync_module() -> Any:
     except ImportError:
         return None
     return sync
-
-
-def _error(name: str) -> type[BaseException] | None:
-    e = getattr(_errors, name, None)
-    return e if isinstance(e, type) and issubclass(e, BaseException) else None
 
 
 _tracked: list[Any] | None = None
@@ -367,10 +375,6 @@ class _Driver:
         self.names = _Names(explorer, opts.root_name)
         self.sync = _sync_module()
         self.loop_cls = _loop_class()
-        self.Deadlock = _error("DeadlockError")
-        self.Budget = _error("StepBudgetExceeded")
-        self.Diverged = _error("ScheduleDivergedError")
-        self.Blocked = _error("ExecutionBlocked") or _error("SleepBlockedError")
 
     # -- loop setup ------------------------------------------------------------------------
 
@@ -493,7 +497,7 @@ class _Driver:
             outcome, failure, divergence = ABORTED, None, self._divergence(exc, loop)
         try:
             loop.close()
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - the execution's result matters, not the close
             pass
         return ExecutionResult(
             outcome=outcome,
@@ -515,22 +519,14 @@ class _Driver:
     ) -> tuple[Failure | None, bool, dict[str, Any] | None]:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise exc
-        if (
-            self.Diverged is not None
-            and isinstance(exc, self.Diverged)
-            or isinstance(exc, _core.DivergedError)
-        ):
+        # ScheduleDivergedError is a NondeterminismError: test it first, for its details
+        if isinstance(exc, (_errors.ScheduleDivergedError, _core.DivergedError)):
             return None, True, self._divergence(exc, loop)
-        nondet = _error("NondeterminismError")
-        if nondet is not None and isinstance(exc, nondet):
+        if isinstance(exc, _errors.NondeterminismError):
             return None, True, {"message": str(exc), "step": getattr(exc, "step", None)}
-        if isinstance(exc, _core.BlockedError) or (
-            self.Blocked is not None and isinstance(exc, self.Blocked)
-        ):
+        if isinstance(exc, _core.BlockedError):
             return None, True, None
-        if (self.Budget is not None and isinstance(exc, self.Budget)) or isinstance(
-            exc, _core.BudgetError
-        ):
+        if isinstance(exc, (_errors.StepBudgetExceeded, _core.BudgetError)):
             msg = str(exc) or f"no end after {self.opts.max_steps} steps"
             return (
                 Failure(
@@ -541,9 +537,14 @@ class _Driver:
                 False,
                 None,
             )
-        if self.Deadlock is not None and isinstance(exc, self.Deadlock):
+        if isinstance(exc, _errors.DeadlockError):
             return (
-                Failure(kind="deadlock", type_name="DeadlockError", message=str(exc)),
+                Failure(
+                    kind="deadlock",
+                    type_name="DeadlockError",
+                    message=str(exc),
+                    details={"blocked": self._blocked(exc, loop)},
+                ),
                 False,
                 None,
             )
@@ -552,6 +553,21 @@ class _Driver:
             return None, False, None
         who = self.names.name(0) if main_task is not None else None
         return _failure_from_exc("exception", exc, who), False, None
+
+    def _blocked(self, exc: _errors.DeadlockError, loop: Any) -> list[dict[str, Any]]:
+        """The deadlock's waiting tasks, with their actor ids (for the wait-for graph)."""
+        actor_by_id: dict[int, int] = {}
+        get = getattr(loop, "_cs_actors", None)
+        if get is not None:
+            actor_by_id = {id(v): a for a, v in get().items() if asyncio.isfuture(v)}
+        out = []
+        for k, (name, site, what) in enumerate(exc.blocked):
+            task = exc.tasks[k] if k < len(exc.tasks) else None
+            actor = _actor_of(task) if task is not None else None
+            if actor is None and task is not None:
+                actor = actor_by_id.get(id(task))
+            out.append({"actor": actor, "name": name, "site": site, "waits_for": what})
+        return out
 
     def _divergence(self, exc: BaseException, loop: Any) -> dict[str, Any]:
         d = self.explorer.divergence() or {}
@@ -568,7 +584,7 @@ class _Driver:
         if isinstance(exp, int):
             try:
                 info["expected_name"] = self.names.name(exp)
-            except Exception:
+            except ValueError:  # an actor id the table does not know: left unnamed
                 pass
         en = info.get("enabled")
         if isinstance(en, (list, tuple)):
@@ -576,7 +592,7 @@ class _Driver:
             for a in en:
                 try:
                     names.append(self.names.name(a) if isinstance(a, int) else str(a))
-                except Exception:
+                except ValueError:
                     names.append(str(a))
             info["enabled_names"] = names
         return info
@@ -635,7 +651,7 @@ class _Driver:
         if actor is not None:
             try:
                 return self.names.name(actor)
-            except Exception:
+            except ValueError:
                 pass
         coro = getattr(task, "get_coro", lambda: None)()
         return f"Task {getattr(coro, '__qualname__', '?')}"
@@ -656,8 +672,8 @@ class _Driver:
                 coro = t.get_coro()
                 if coro is not None:
                     coro.close()
-            except BaseException:
-                pass
+            except BaseException:  # noqa: BLE001, S110 - the user's `finally` blocks; the
+                pass  # execution is over and judged already
 
     def _record(
         self, loop: Any, detailed: bool
@@ -714,7 +730,7 @@ def _await_sites(loop: Any, n: int) -> list[tuple[str, int, str] | None]:
             try:
                 f, line, text = site_table[s][:3]
                 out[i] = (f, line, text)
-            except Exception:
+            except (IndexError, KeyError, TypeError, ValueError):  # unknown site: no await site
                 pass
     return out
 
@@ -738,7 +754,7 @@ def _run_oracle(oracle: Callable[[Any], Any], value: Any) -> Failure | None:
         return Failure("oracle", "AssertionError", str(exc), _user_traceback(exc))
     except _errors.InputError:
         raise
-    except Exception as exc:  # the oracle itself broke on this value: a failure to report
+    except Exception as exc:  # noqa: BLE001 - the oracle broke on this value: a failure to report
         return Failure("oracle", type(exc).__name__, str(exc), _user_traceback(exc))
     if verdict is None or verdict is True:
         return None
@@ -802,13 +818,19 @@ NONDETERMINISM_HINT = (
 def _nondeterminism(result: ExecutionResult, what: str) -> BaseException:
     d = result.divergence or {}
     msg = f"{what} diverged: {divergence_text(d)}. {NONDETERMINISM_HINT}"
-    cls = _error("NondeterminismError") or RuntimeError
-    err = cls(msg)
-    try:
-        err.divergence = d  # type: ignore[attr-defined]
-        err.result = result  # type: ignore[attr-defined]
-    except AttributeError:
-        pass
+    err: _errors.NondeterminismError
+    if "expected" in d or "enabled" in d:  # a prescribed step was not enabled (or missing)
+        enabled = d.get("enabled")
+        err = _errors.ScheduleDivergedError(
+            msg,
+            step=d.get("step"),
+            expected=d.get("expected"),
+            enabled=list(enabled) if isinstance(enabled, (list, tuple)) else None,
+        )
+    else:  # the program did something uncontrolled (another thread's callback, ...)
+        err = _errors.NondeterminismError(msg)
+    err.divergence = d  # type: ignore[attr-defined]
+    err.result = result  # type: ignore[attr-defined]
     return err
 
 
@@ -831,8 +853,11 @@ def run_once(
     """Runs one execution.  With `schedule`, replays it (strategy "replay"); `actor_paths`
     (the recorded actor table) makes its actor ids mean the same creation paths here.
 
-    A diverged replay raises NondeterminismError naming the step (or, with
-    raise_on_divergence=False, returns the aborted result)."""
+    With `detailed`, the result carries the full trace, the await sites and the explorer that
+    ran it (``result.explorer``, whose current execution is this one).
+
+    A diverged replay raises ScheduleDivergedError (a NondeterminismError) naming the step (or,
+    with raise_on_divergence=False, returns the aborted result)."""
     if schedule is not None:
         strategy = "replay"
         ex = _core.Explorer("replay", replay=list(schedule), max_steps=max_steps)
@@ -844,16 +869,11 @@ def run_once(
     if not ex.begin():  # pragma: no cover - a fresh explorer always has one execution
         raise RuntimeError("the engine refused to start an execution")
     result = driver.run(0, detailed=detailed)
+    if detailed:
+        result.explorer = ex
     if result.outcome == ABORTED and result.divergence is not None and raise_on_divergence:
         raise _nondeterminism(result, "replay" if schedule is not None else "execution")
     return result
-
-
-def _safe_name(names: _Names, actor: int) -> str:
-    try:
-        return names.name(actor)
-    except Exception:
-        return f"actor {actor}"
 
 
 def _intern_table(ex: Any, paths: Iterable[tuple[int | None, int]]) -> None:
@@ -971,17 +991,17 @@ def explore(
         raise ValueError(f"timers must be 'strict' or 'relaxed', not {timers!r}")
     started = time.monotonic()
     result = ExplorationResult(strategy=strategy, seed=seed)
-    common = dict(
-        seed=seed,
-        max_steps=max_steps,
-        timers=timers,
-        stop_on_failure=stop_on_failure,
-        oracle=oracle,
-        progress=progress,
-        result=result,
-        count_traces=count_traces,
-        on_execution=on_execution,
-    )
+    common: dict[str, Any] = {
+        "seed": seed,
+        "max_steps": max_steps,
+        "timers": timers,
+        "stop_on_failure": stop_on_failure,
+        "oracle": oracle,
+        "progress": progress,
+        "result": result,
+        "count_traces": count_traces,
+        "on_execution": on_execution,
+    }
     if strategy == "auto":
         have_dpor = strategy_available("dpor")
         if have_dpor:
@@ -1036,7 +1056,7 @@ def explore(
                 oracle=oracle,
                 detailed=True,
             )
-        except Exception:
+        except Exception:  # noqa: BLE001 - the light result stands if the re-run breaks
             detailed = None
         if detailed is not None and detailed.failed:
             detailed.index = best.index

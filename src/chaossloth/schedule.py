@@ -275,27 +275,16 @@ def replay(
         names = {s.actor: s.name for s in sched.steps}
         if isinstance(d.get("expected"), int) and d["expected"] in names:
             d["expected_name"] = names[d["expected"]]
-        diverged = getattr(errors, "ScheduleDivergedError", errors.NondeterminismError)
         msg = (
             f"replay diverged: {divergence_text(d, len(sched.steps))}. {NONDETERMINISM_HINT} "
             "Or the program changed since the schedule was recorded."
         )
-        raise _make(diverged, msg, d) from None
-
-
-def _make(cls: type[BaseException], msg: str, d: dict[str, Any]) -> BaseException:
-    enabled = d.get("enabled")
-    try:
-        err = cls(
+        enabled = d.get("enabled")
+        err = errors.ScheduleDivergedError(
             msg,
             step=d.get("step"),
             expected=d.get("expected"),
             enabled=list(enabled) if isinstance(enabled, (list, tuple)) else None,
         )
-    except TypeError:
-        err = cls(msg)
-    try:
         err.divergence = d  # type: ignore[attr-defined]
-    except AttributeError:
-        pass
-    return err
+        raise err from None
