@@ -9,7 +9,7 @@ CTESTS  := $(sort $(wildcard tests/c/test_*.c))
 BUILD   := build/c
 PYTHON  ?= python3
 
-.PHONY: all lib ctest pytest test install bench clean
+.PHONY: all lib ctest pytest lint test install bench clean
 
 all: lib
 
@@ -35,8 +35,14 @@ install:
 pytest:
 	$(PYTHON) -m pytest -q
 
+# Python style: ruff, pinned so that a new release cannot turn CI red.
+lint:
+	$(PYTHON) -m pip install -q ruff==0.17.6
+	$(PYTHON) -m ruff check src tests bench
+	$(PYTHON) -m ruff format --check src tests bench
+
 # The contract: installs what it needs, then runs every test (C and Python).
-test: install ctest pytest
+test: install lint ctest pytest
 
 bench:
 	$(PYTHON) -m pip install -q -e '.[bench]'

@@ -135,11 +135,11 @@ WORKLOAD = textwrap.dedent(
 def per_function() -> None:
     n = 20_000
     plain_ns: dict[str, Any] = {"__name__": "bench_plain"}
-    exec(compile(WORKLOAD, "<bench plain>", "exec"), plain_ns)
+    exec(compile(WORKLOAD, "<bench plain>", "exec"), plain_ns)  # noqa: S102
     inst_ns: dict[str, Any] = {"__name__": "bench_inst"}
     inst_ns.update(hook_namespace())
     _register_file("<bench inst>")
-    exec(compile_instrumented(WORKLOAD, "<bench inst>"), inst_ns)
+    exec(compile_instrumented(WORKLOAD, "<bench inst>"), inst_ns)  # noqa: S102
     assert plain_ns["work"](100) == inst_ns["work"](100)
     p, i, r = best_of(
         lambda: plain_ns["work"](n),

@@ -54,7 +54,7 @@ def load(source: str, name: str) -> dict[str, Any]:
     ns: dict[str, Any] = {"__name__": name}
     ns.update(hook_namespace())
     _register_file(filename)
-    exec(compile_instrumented(textwrap.dedent(source), filename), ns)
+    exec(compile_instrumented(textwrap.dedent(source), filename), ns)  # noqa: S102
     return ns
 
 

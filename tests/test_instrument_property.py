@@ -79,14 +79,14 @@ def _exec(source: str, filename: str, instrumented: bool) -> dict[str, Any]:
         code = compile_instrumented(source, filename)
     else:
         code = compile(source, filename, "exec", dont_inherit=True)
-    exec(code, ns)
+    exec(code, ns)  # noqa: S102
     return ns
 
 
 def _outcome(ns: dict[str, Any], filename: str) -> tuple[Any, ...]:
     try:
         return ("ok", repr(ns["run"]()))
-    except Exception as exc:  # the outcome compared
+    except Exception as exc:  # the outcome compared  # noqa: BLE001
         return ("raised", type(exc).__name__, str(exc))
 
 

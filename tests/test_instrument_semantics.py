@@ -28,7 +28,7 @@ def _exec(source: str, filename: str, instrumented: bool) -> dict[str, Any]:
         code = compile_instrumented(source, filename)
     else:
         code = compile(source, filename, "exec", dont_inherit=True)
-    exec(code, ns)
+    exec(code, ns)  # noqa: S102
     return ns
 
 
@@ -38,7 +38,7 @@ def _outcome(ns: dict[str, Any], filename: str) -> tuple[Any, ...]:
         if asyncio.iscoroutine(r):
             r = asyncio.run(r)
         return ("ok", repr(r))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         lines = [
             f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename
         ]

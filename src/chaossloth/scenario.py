@@ -102,7 +102,7 @@ def load_module(path: str | os.PathLike[str]) -> ModuleType:
         raise InputError(f"{exc.filename or p}:{line}: syntax error: {exc.msg}") from None
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001
         where = _user_frame_summary(exc, p) or str(p)
         raise InputError(f"{where}: loading the file raised {type(exc).__name__}: {exc}") from None
 
@@ -137,9 +137,12 @@ def available_scenarios(module: ModuleType, path: str | os.PathLike[str]) -> lis
     for name, obj in vars(module).items():
         if name.startswith("__"):
             continue
-        if inspect.iscoroutinefunction(obj) and _defined_in(obj, module, p):
-            if not _required_params(obj):
-                names.append(name)
+        if (
+            inspect.iscoroutinefunction(obj)
+            and _defined_in(obj, module, p)
+            and not _required_params(obj)
+        ):
+            names.append(name)
     return sorted(names)
 
 

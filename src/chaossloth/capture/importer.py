@@ -187,7 +187,7 @@ def load_file(path: str | os.PathLike[str], module_name: str | None = None) -> M
     _register_file(filename)
     sys.modules[name] = module
     try:
-        exec(code, module.__dict__)
+        exec(code, module.__dict__)  # noqa: S102
     except BaseException:
         sys.modules.pop(name, None)
         raise

@@ -239,7 +239,7 @@ class _Source:
         except (AttributeError, IndexError, TypeError):
             try:
                 return ast.unparse(node)
-            except Exception:  # pragma: no cover - unparse handles every expression
+            except Exception:  # pragma: no cover - unparse handles every expression  # noqa: BLE001
                 return "?"
 
 

@@ -90,7 +90,7 @@ class _Resuming:
             except GeneratorExit:
                 coro.close()
                 raise
-            except BaseException as exc:  # thrown in by the task (cancellation): pass it on
+            except BaseException as exc:  # thrown in by the task (cancellation): pass it on  # noqa: BLE001
                 throw = exc
                 send = None
 
