@@ -35,6 +35,8 @@
  */
 #include "bridge.h"
 
+#include <assert.h>
+
 #include <structmember.h>
 
 #include <math.h>
@@ -256,6 +258,9 @@ static int ready_push(LoopCoreObject *self, HandleObject *h) { /* steals */
     self->ready[(self->rhead + self->rlen) & (self->rcap - 1)] = h;
     self->rlen++;
     h->queued = 1;
+    /* invariant: ready_cancelled counts the cancelled handles in the queue
+     * (a timer cancelled in the heap arrives here already cancelled) */
+    if (h->cancelled) self->ready_cancelled++;
     return 0;
 }
 
@@ -1330,6 +1335,7 @@ static int purge_cancelled(LoopCoreObject *self) {
 
 static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice) {
     cs_explorer *ex = self->ex;
+    assert(!h->cancelled && h->callback); /* purge_cancelled runs before each choice */
     size_t ev = cs_trace_length(ex);
     int64_t by = h->after_all ? CS_AFTER_ALL : h->scheduled_by;
     if (by >= (int64_t)ev) by = CS_SCHEDULED_BY_NONE;
