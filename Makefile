@@ -9,7 +9,7 @@ CTESTS  := $(sort $(wildcard tests/c/test_*.c))
 BUILD   := build/c
 PYTHON  ?= python3
 
-.PHONY: all lib ctest pytest lint test install bench clean
+.PHONY: all lib ctest pytest lint test install bench bench-dpor clean
 
 all: lib
 
@@ -24,7 +24,7 @@ $(BUILD)/libchaossloth.a: $(ENGINE) include/chaossloth.h engine/internal.h
 # sanitizers; it prints "N passed, N failed" and exits non-zero on failure.
 $(BUILD)/san/%: tests/c/%.c $(ENGINE) tests/c/ctest.h include/chaossloth.h engine/internal.h
 	@mkdir -p $(BUILD)/san
-	$(CC) $(CFLAGS) $(SAN) $(INC) -Itests/c $< $(ENGINE) -lm -o $@
+	@$(CC) $(CFLAGS) $(SAN) $(INC) -Itests/c $< $(ENGINE) -lm -o $@
 
 ctest: $(patsubst tests/c/%.c,$(BUILD)/san/%,$(CTESTS))
 	@set -e; for t in $^; do echo "== $$t"; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
@@ -44,11 +44,17 @@ lint:
 # The contract: installs what it needs, then runs every test (C and Python).
 test: install lint ctest pytest
 
-bench:
+bench: $(BUILD)/bench_recording_overhead
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) bench/loop_overhead.py
 	$(PYTHON) bench/capture_overhead.py
+	$(BUILD)/bench_recording_overhead
 	$(MAKE) -s bench-dpor
+	$(PYTHON) bench/pipeline.py
+
+$(BUILD)/bench_recording_overhead: bench/recording_overhead.c $(ENGINE)
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -O2 -Wall -Wextra $(INC) $< $(ENGINE) -lm -o $@
 
 # the C classics (readers, lastzero, indexer, filesystem), then the seed workload through the
 # asyncio path; bench/dpor_classic.py --help for options (--quick, --row-seconds S)

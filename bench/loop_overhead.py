@@ -29,9 +29,6 @@ except ImportError:  # optional: pip install uvloop
     uvloop = None
 
 
-RECORDING_PING_PONG_CAP = 10_000
-
-
 def ping_pong(loop: asyncio.AbstractEventLoop, steps: int) -> float:
     left = [steps]
 
@@ -142,10 +139,6 @@ def main() -> None:
         for _ in range(args.repeat):
             for lname, make in loops:
                 steps = args.steps
-                if make is recording and work is ping_pong:
-                    # every ping-pong callback is a new actor, and the engine's per-step cost
-                    # (vector clocks) grows with the number of actors: keep the run bounded
-                    steps = min(steps, RECORDING_PING_PONG_CAP)
                 steps_of[lname] = steps
                 ns = measure(make, work, steps, 1)
                 results[lname] = min(results.get(lname, float("inf")), ns)

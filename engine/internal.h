@@ -67,8 +67,9 @@ double cs_rng_double(cs_rng *rng);
 /* ----------------------------------------------------------------- trace */
 
 /* The record of one execution.  Memory is reused across executions: reset
- * keeps the capacity.  Every event carries a vector clock of length
- * `clock_width` (the number of actors interned so far, grown on demand). */
+ * keeps the capacity.  Every event carries a vector clock indexed by chains
+ * of HB-ordered events (see trace.c), as wide as the number of chains when it
+ * was recorded; the actor-indexed clock is computed on request. */
 typedef struct cs_trace cs_trace;
 
 int cs_trace_new(cs_trace **out);
@@ -82,6 +83,8 @@ int cs_trace_access_add(cs_trace *t, uint64_t object, uint64_t key,
 int cs_trace_step_end(cs_trace *t);
 bool cs_trace_step_open(const cs_trace *t);
 size_t cs_trace_len(const cs_trace *t);
+/* The number of HB chains the clocks are indexed by (their widest width). */
+size_t cs_trace_chains(const cs_trace *t);
 /* Canonical fingerprint of the execution's Mazurkiewicz trace: equal for two
  * executions iff they are equivalent up to swapping adjacent independent
  * steps (modulo hash collisions). */
@@ -101,8 +104,12 @@ int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
 /* Accessors used by explorer.c to implement the public cs_trace_* API. */
 int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out);
 int cs_trace_get_access(const cs_trace *t, size_t index, cs_access *out);
-int cs_trace_get_clock(const cs_trace *t, size_t index, const uint32_t **clock,
-                       size_t *len);
+/* The actor-indexed vector clock of an event: *len = the number of actors
+ * interned when it was recorded, clock[a] = the number of actor a's events
+ * that happen before or equal it.  Materialised into a buffer owned by the
+ * trace: *clock is valid until the next cs_trace_get_clock call, step or
+ * reset.  O(*len * log(steps per actor)), plus O(len) after new steps. */
+int cs_trace_get_clock(cs_trace *t, size_t index, const uint32_t **clock, size_t *len);
 bool cs_trace_hb(const cs_trace *t, size_t a, size_t b);
 bool cs_trace_dep(const cs_trace *t, size_t a, size_t b);
 int cs_trace_preds(const cs_trace *t, size_t index, size_t *out, size_t cap,

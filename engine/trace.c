@@ -14,8 +14,31 @@
  *     (lock acquisitions and releases count as writes).
  * HB is the transitive closure of dependency restricted to a < b.
  *
- * Vector clocks are indexed by actor id; clock(e)[actor(e)] = actor_step + 1,
- * so a happens before b iff a < b and clock(b)[actor(a)] > actor_step(a).
+ * Vector clocks are indexed by CHAINS, not actors.  A chain is a sequence of
+ * events totally ordered by HB; every event belongs to exactly one chain, at
+ * position pos(e) >= 1.  clock(e)[c] is the number of events of chain c that
+ * happen before or equal e (entries past the stored width are 0), so
+ *   a happens before b  iff  a < b and clock(b)[chain(a)] >= pos(a).
+ * An actor's steps are not one chain: in asyncio every non-task callback is
+ * an actor of one step, and a ping-pong of callbacks, each scheduled by the
+ * previous one, is a single chain of width 1 where actor-indexed clocks would
+ * be as wide as the run is long.
+ *
+ * Chain of a new event e, first rule that applies (tie-break, deterministic):
+ *   1. the chain of its actor's previous event, if that event is its chain's
+ *      tip (it happens before e by program order);
+ *   2. the chain of the lowest-index immediate predecessor that is a tip;
+ *   3. the lowest chain whose tip happens before e (a chain that went dead,
+ *      e.g. the siblings of a fan-out joined by e; bounds the chain count by
+ *      the width of the partial order rather than the number of forks);
+ *   4. a new chain.
+ * Each choice keeps every chain totally ordered by HB, which is all the HB
+ * test needs.  Clocks are stored densely over the chains that exist when the
+ * event ends (clock_len = that count).  The actor-indexed clock of the public
+ * API (cs_trace_get_clock) is materialised on demand: clock[a] = 1 + the
+ * actor_step of a's last event that happens before or equals e, found by
+ * binary search over a's events (HB-closed sets are prefixes of an actor's
+ * program order).
  *
  * Clocks are computed FastTrack-style, never by scanning the trace: for every
  * resource we keep its last write and, per actor, the last read since that
@@ -24,7 +47,11 @@
  * that b depends on either is one of these *candidates* or happens before one
  * of them, so joining the candidates' clocks gives the exact clock, and the
  * candidates that precede no other candidate are exactly the immediate
- * predecessors.
+ * predecessors.  CS_AFTER_ALL takes the chain tips as candidates: every
+ * event happens before or equals some tip, and the maximal events are tips.
+ * They are taken in (actor, event) order, which keeps the order of the
+ * predecessors list the same as taking every actor's last event in actor
+ * order (each actor has at most one maximal event: its last).
  *
  * Memory is kept across cs_trace_reset (hash tables are invalidated by a
  * generation stamp) and grows with the length of an execution only.
@@ -41,11 +68,24 @@ typedef struct {
     uint32_t event;
 } act_ev;
 
-/* A small list holding at most one entry per actor. */
+/* A list holding at most one entry per actor, in order of first insertion
+ * since it was last emptied (that order is the order of candidates, hence of
+ * the predecessors list).  Past LIST_SCAN entries an open-addressing index
+ * actor -> position finds the entry in O(1): with one-step actors (asyncio
+ * callbacks) such lists grow with the run.  The index is valid iff
+ * hn == n >= LIST_SCAN; list_clear makes it stale (hn = 0), and it is
+ * rebuilt, sized to the list, when the list reaches LIST_SCAN again. */
 typedef struct {
     act_ev *v;
     uint32_t n, cap;
+    uint32_t *h; /* positions in v, NONE = empty slot */
+    uint32_t hn, hcap;
 } act_list;
+
+#define LIST_SCAN 8
+
+/* Up to this many candidates, immediate predecessors are found pairwise. */
+#define PAIRWISE_CANDS 8
 
 typedef struct {
     uint32_t last_write; /* event index or NONE */
@@ -76,9 +116,16 @@ typedef struct {
     uint32_t actor_step;
     int64_t scheduled_by;
     uint32_t first_access, n_accesses;
-    uint32_t clock_off, clock_len;
+    uint32_t clock_off, clock_len; /* clock over chains [0, clock_len) */
+    uint32_t chain, chain_pos;     /* chain_pos >= 1 */
+    uint32_t awidth;               /* actors interned when the step ended */
     uint32_t pred_off, n_preds;
 } event;
+
+typedef struct {
+    uint32_t tip; /* last event of the chain */
+    uint32_t len; /* events in the chain = chain_pos of its tip */
+} chain_rec;
 
 /* Per-access scratch: the object record and the resource record. */
 typedef struct acc_ref {
@@ -100,6 +147,13 @@ struct cs_trace {
     uint32_t *clocks; /* pool: event clocks, each clock_len entries */
     size_t n_clk, cap_clk;
 
+    chain_rec *chains; /* valid below n_chain */
+    size_t n_chain, cap_chain;
+    uint64_t *tip_keys; /* CS_AFTER_ALL scratch: actor << 32 | event */
+    size_t cap_tip_keys;
+    uint32_t *strict; /* step_end scratch: join of the candidates' strict clocks */
+    size_t cap_strict;
+
     uint32_t *preds; /* pool: immediate predecessors */
     size_t n_pred, cap_pred;
 
@@ -108,7 +162,14 @@ struct cs_trace {
     uint32_t *n_steps;  /* steps taken so far */
     size_t width, cap_actor;
 
-    uint32_t *work; /* scratch clock, cap_actor entries */
+    uint32_t *work; /* cs_trace_get_clock's result, cap_actor entries */
+
+    /* cs_trace_get_clock's index of each actor's events, built on demand for
+     * the first idx_len events (idx_len = SIZE_MAX: stale) */
+    uint32_t *by_actor_off; /* actor a's events: by_actor[off[a] .. off[a+1]) */
+    size_t cap_by_actor_off;
+    uint32_t *by_actor;
+    size_t cap_by_actor, idx_len;
 
     /* candidates of the open step, dedup'd by stamp[event] == stamp_now */
     uint32_t *cand;
@@ -142,18 +203,62 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 
 #define GROW(ptr, capv, need) grow((void **)&(ptr), &(capv), (need), sizeof *(ptr))
 
+static size_t actor_hash(cs_actor actor) { return (size_t)cs_mix64(actor + 0x2545f491ULL); }
+
+/* Rebuilds the index of l for n + 1 entries. */
+static int list_index(act_list *l) {
+    uint32_t hcap = 64;
+    while (hcap < 4 * (l->n + 1)) hcap *= 2;
+    if (hcap != l->hcap) {
+        uint32_t *nh = realloc(l->h, hcap * sizeof *nh);
+        if (!nh) return CS_ENOMEM;
+        l->h = nh;
+        l->hcap = hcap;
+    }
+    memset(l->h, 0xff, hcap * sizeof *l->h);
+    for (uint32_t i = 0; i < l->n; i++) {
+        size_t j = actor_hash(l->v[i].actor) & (hcap - 1);
+        while (l->h[j] != NONE) j = (j + 1) & (hcap - 1);
+        l->h[j] = i;
+    }
+    l->hn = l->n;
+    return CS_OK;
+}
+
+static void list_clear(act_list *l) {
+    l->n = 0;
+    l->hn = 0; /* stale: the list reaches LIST_SCAN again before it is used */
+}
+
 static int list_put(act_list *l, cs_actor actor, uint32_t e) {
-    for (uint32_t i = 0; i < l->n; i++)
-        if (l->v[i].actor == actor) {
-            l->v[i].event = e;
-            return CS_OK;
-        }
+    size_t slot_j = 0;
+    if (l->n < LIST_SCAN) {
+        for (uint32_t i = 0; i < l->n; i++)
+            if (l->v[i].actor == actor) {
+                l->v[i].event = e;
+                return CS_OK;
+            }
+    } else {
+        if ((l->hn != l->n || 2 * (l->n + 1) > l->hcap) && list_index(l)) return CS_ENOMEM;
+        size_t mask = l->hcap - 1;
+        size_t j = actor_hash(actor) & mask;
+        for (; l->h[j] != NONE; j = (j + 1) & mask)
+            if (l->v[l->h[j]].actor == actor) {
+                l->v[l->h[j]].event = e;
+                return CS_OK;
+            }
+        slot_j = j;
+    }
     if (l->n == l->cap) {
         uint32_t ncap = l->cap ? l->cap * 2 : 4;
         act_ev *nv = realloc(l->v, ncap * sizeof *nv);
         if (!nv) return CS_ENOMEM;
         l->v = nv;
         l->cap = ncap;
+    }
+    if (l->n >= LIST_SCAN) {
+        l->h[slot_j] = l->n;
+        l->hn = l->n + 1;
     }
     l->v[l->n++] = (act_ev){actor, e};
     return CS_OK;
@@ -196,16 +301,16 @@ static uint32_t table_find(table *t, uint32_t gen, uint64_t object, uint64_t key
     return fresh_index;
 }
 
-static uint32_t clock_at(const cs_trace *t, uint32_t e, cs_actor a) {
+static uint32_t clock_at(const cs_trace *t, uint32_t e, uint32_t chain) {
     const event *ev = &t->ev[e];
-    return a < ev->clock_len ? t->clocks[ev->clock_off + a] : 0;
+    return chain < ev->clock_len ? t->clocks[ev->clock_off + chain] : 0;
 }
 
-/* a happens before b (a, b < len, or b the event whose clock is in work) */
+/* a happens before b (both recorded events) */
 static bool hb_idx(const cs_trace *t, uint32_t a, uint32_t b) {
     if (a >= b) return false;
     const event *ea = &t->ev[a];
-    return clock_at(t, b, ea->actor) > ea->actor_step;
+    return clock_at(t, b, ea->chain) >= ea->chain_pos;
 }
 
 /* --------------------------------------------------------- lifecycle */
@@ -215,16 +320,22 @@ int cs_trace_new(cs_trace **out) {
     cs_trace *t = calloc(1, sizeof *t);
     if (!t) return CS_ENOMEM;
     t->gen = 1;
+    t->idx_len = SIZE_MAX;
     *out = t;
     return CS_OK;
 }
 
 void cs_trace_free(cs_trace *t) {
     if (!t) return;
-    for (size_t i = 0; i < t->cap_res; i++) free(t->res[i].reads.v);
+    for (size_t i = 0; i < t->cap_res; i++) {
+        free(t->res[i].reads.v);
+        free(t->res[i].reads.h);
+    }
     for (size_t i = 0; i < t->cap_obj; i++) {
         free(t->obj[i].key_writes.v);
+        free(t->obj[i].key_writes.h);
         free(t->obj[i].key_access.v);
+        free(t->obj[i].key_access.h);
     }
     free(t->res);
     free(t->obj);
@@ -235,6 +346,11 @@ void cs_trace_free(cs_trace *t) {
     free(t->acc_obj);
     free(t->acc_flags);
     free(t->clocks);
+    free(t->chains);
+    free(t->tip_keys);
+    free(t->strict);
+    free(t->by_actor_off);
+    free(t->by_actor);
     free(t->preds);
     free(t->last_ev);
     free(t->n_steps);
@@ -251,6 +367,8 @@ void cs_trace_reset(cs_trace *t) {
     t->open = false;
     t->n_acc = 0;
     t->n_clk = 0;
+    t->n_chain = 0;
+    t->idx_len = SIZE_MAX;
     t->n_pred = 0;
     for (size_t a = 0; a < t->width; a++) {
         t->last_ev[a] = NONE;
@@ -326,6 +444,11 @@ int cs_trace_access_add(cs_trace *t, uint64_t object, uint64_t key,
     return CS_OK;
 }
 
+static int cmp_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
 static int cand_add(cs_trace *t, uint32_t e) {
     if (e == NONE || t->stamp[e] == t->stamp_now) return CS_OK;
     if (GROW(t->cand, t->cap_cand, t->n_cand + 1)) return CS_ENOMEM;
@@ -351,7 +474,7 @@ static int resource_of(cs_trace *t, uint64_t object, uint64_t key, uint32_t *out
     if (created) {
         resource *r = &t->res[t->n_res++];
         r->last_write = NONE;
-        r->reads.n = 0;
+        list_clear(&r->reads);
     }
     *out = idx;
     return CS_OK;
@@ -389,8 +512,8 @@ static int object_of(cs_trace *t, uint64_t object, uint64_t name, uint32_t birth
         o->name = name;
         o->birth = birth;
         o->whole = NONE;
-        o->key_writes.n = 0;
-        o->key_access.n = 0;
+        list_clear(&o->key_writes);
+        list_clear(&o->key_access);
     }
     *out = idx;
     return CS_OK;
@@ -433,9 +556,14 @@ int cs_trace_step_end(cs_trace *t) {
     /* Candidates, from the state before this step. */
     if (cand_add(t, t->last_ev[actor])) return CS_ENOMEM;
     if (by >= 0 && cand_add(t, (uint32_t)by)) return CS_ENOMEM;
-    if (by == CS_AFTER_ALL)
-        for (size_t a = 0; a < t->width; a++)
-            if (cand_add(t, t->last_ev[a])) return CS_ENOMEM;
+    if (by == CS_AFTER_ALL) {
+        if (GROW(t->tip_keys, t->cap_tip_keys, t->n_chain + 1)) return CS_ENOMEM;
+        for (size_t c = 0; c < t->n_chain; c++)
+            t->tip_keys[c] = (uint64_t)t->ev[t->chains[c].tip].actor << 32 | t->chains[c].tip;
+        qsort(t->tip_keys, t->n_chain, sizeof *t->tip_keys, cmp_u64);
+        for (size_t c = 0; c < t->n_chain; c++)
+            if (cand_add(t, (uint32_t)t->tip_keys[c])) return CS_ENOMEM;
+    }
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];
         const object_rec *o = &t->obj[t->refs[i].obj];
@@ -462,29 +590,67 @@ int cs_trace_step_end(cs_trace *t) {
         if (rc) return CS_ENOMEM;
     }
 
-    /* The clock: join of the candidates, then tick. */
-    size_t width = t->width;
-    if (GROW(t->clocks, t->cap_clk, t->n_clk + width)) return CS_ENOMEM;
+    /* The clock: join of the candidates (one spare entry for a new chain). */
+    size_t width = t->n_chain;
+    if (GROW(t->clocks, t->cap_clk, t->n_clk + width + 1)) return CS_ENOMEM;
+    if (GROW(t->chains, t->cap_chain, width + 1)) return CS_ENOMEM;
     if (GROW(t->preds, t->cap_pred, t->n_pred + t->n_cand)) return CS_ENOMEM;
-    uint32_t *clk = t->clocks + t->n_clk;
-    memset(clk, 0, width * sizeof *clk);
+    if (GROW(t->strict, t->cap_strict, width + 1)) return CS_ENOMEM;
+    uint32_t *clk = t->clocks + t->n_clk, *strict = t->strict;
+    bool pairwise = t->n_cand <= PAIRWISE_CANDS;
+    memset(clk, 0, (width + 1) * sizeof *clk);
+    if (!pairwise) memset(strict, 0, (width + 1) * sizeof *strict);
     for (size_t i = 0; i < t->n_cand; i++) {
         const event *c = &t->ev[t->cand[i]];
         const uint32_t *cc = t->clocks + c->clock_off;
         for (uint32_t a = 0; a < c->clock_len; a++)
             if (cc[a] > clk[a]) clk[a] = cc[a];
+        if (pairwise) continue;
+        for (uint32_t a = 0; a < c->clock_len; a++) {
+            /* the strict clock of c (events before c) differs at c's chain */
+            uint32_t sv = cc[a] - (a == c->chain);
+            if (sv > strict[a]) strict[a] = sv;
+        }
     }
-    clk[actor] = t->ev[me].actor_step + 1;
 
-    /* Immediate predecessors: candidates that precede no other candidate. */
+    /* Immediate predecessors: candidates that precede no other candidate, in
+     * candidate order.  Few candidates: pairwise.  Many (a wide fan-in):
+     * c precedes a candidate d != c iff d's strict clock has c's chain at
+     * >= pos(c) (for d = c it is pos(c) - 1), so c is covered iff the join
+     * of the strict clocks is; O(candidates * chains). */
     uint32_t n_preds = 0;
     for (size_t i = 0; i < t->n_cand; i++) {
         uint32_t c = t->cand[i];
         bool covered = false;
-        for (size_t j = 0; j < t->n_cand && !covered; j++)
-            if (j != i && hb_idx(t, c, t->cand[j])) covered = true;
+        if (pairwise) {
+            for (size_t j = 0; j < t->n_cand && !covered; j++)
+                if (j != i && hb_idx(t, c, t->cand[j])) covered = true;
+        } else {
+            covered = strict[t->ev[c].chain] >= t->ev[c].chain_pos;
+        }
         if (!covered) t->preds[t->n_pred + n_preds++] = c;
     }
+
+    /* The chain, by the rules of the header comment, then tick.  The chain
+     * records are committed with the event, at the end. */
+    uint32_t chain = NONE, own = t->last_ev[actor];
+    if (own != NONE && t->chains[t->ev[own].chain].tip == own) chain = t->ev[own].chain;
+    if (chain == NONE) {
+        uint32_t lowest = NONE;
+        for (uint32_t q = 0; q < n_preds; q++) {
+            uint32_t x = t->preds[t->n_pred + q];
+            if (x < lowest && t->chains[t->ev[x].chain].tip == x) lowest = x;
+        }
+        if (lowest != NONE) chain = t->ev[lowest].chain;
+    }
+    for (size_t c = 0; c < width && chain == NONE; c++)
+        if (clk[c] == t->chains[c].len) chain = (uint32_t)c;
+    if (chain == NONE) {
+        chain = (uint32_t)width++;
+        t->chains[chain].len = 0;
+    }
+    uint32_t pos = t->chains[chain].len + 1;
+    clk[chain] = pos;
 
     /* Update the per-resource state, in access order. */
     for (uint32_t i = 0; i < n_acc; i++) {
@@ -495,16 +661,16 @@ int cs_trace_step_end(cs_trace *t) {
         if (a->key == CS_KEY_WHOLE) {
             if (a->kind != CS_READ) {
                 r->last_write = me;
-                r->reads.n = 0;
-                o->key_writes.n = 0;
-                o->key_access.n = 0;
+                list_clear(&r->reads);
+                list_clear(&o->key_writes);
+                list_clear(&o->key_access);
             } else {
                 rc |= list_put(&r->reads, actor, me);
             }
         } else {
             if (a->kind != CS_READ) {
                 r->last_write = me;
-                r->reads.n = 0;
+                list_clear(&r->reads);
                 rc |= list_put(&o->key_writes, actor, me);
             } else {
                 rc |= list_put(&r->reads, actor, me);
@@ -517,6 +683,11 @@ int cs_trace_step_end(cs_trace *t) {
     event *e = &t->ev[me];
     e->clock_off = (uint32_t)t->n_clk;
     e->clock_len = (uint32_t)width;
+    e->chain = chain;
+    e->chain_pos = pos;
+    e->awidth = (uint32_t)t->width;
+    t->chains[chain] = (chain_rec){me, pos};
+    t->n_chain = width;
     e->pred_off = (uint32_t)t->n_pred;
     e->n_preds = n_preds;
     t->n_clk += width;
@@ -529,6 +700,7 @@ int cs_trace_step_end(cs_trace *t) {
 }
 
 bool cs_trace_step_open(const cs_trace *t) { return t && t->open; }
+size_t cs_trace_chains(const cs_trace *t) { return t ? t->n_chain : 0; }
 size_t cs_trace_len(const cs_trace *t) { return t ? t->len : 0; }
 
 /* ------------------------------------------------------------ queries */
@@ -560,11 +732,49 @@ int cs_trace_get_access(const cs_trace *t, size_t index, cs_access *out) {
     return CS_OK;
 }
 
-int cs_trace_get_clock(const cs_trace *t, size_t index, const uint32_t **clock,
-                       size_t *len) {
+/* Builds by_actor: the events of each actor in order (counting sort). */
+static int index_actors(cs_trace *t) {
+    if (t->idx_len == t->len) return CS_OK;
+    if (GROW(t->by_actor_off, t->cap_by_actor_off, t->width + 1)) return CS_ENOMEM;
+    if (GROW(t->by_actor, t->cap_by_actor, t->len + 1)) return CS_ENOMEM;
+    uint32_t *off = t->by_actor_off;
+    /* off[a + 1] = steps of actor a, then prefix sums */
+    off[0] = 0;
+    for (size_t a = 0; a < t->width; a++) off[a + 1] = t->n_steps[a];
+    for (size_t a = 0; a < t->width; a++) off[a + 1] += off[a];
+    for (size_t i = 0; i < t->len; i++) {
+        const event *e = &t->ev[i];
+        t->by_actor[off[e->actor] + e->actor_step] = (uint32_t)i;
+    }
+    t->idx_len = t->len;
+    return CS_OK;
+}
+
+int cs_trace_get_clock(cs_trace *t, size_t index, const uint32_t **clock, size_t *len) {
     if (!t || !clock || !len || index >= t->len) return CS_EINVAL;
-    *clock = t->clocks + t->ev[index].clock_off;
-    *len = t->ev[index].clock_len;
+    if (index_actors(t)) return CS_ENOMEM;
+    const event *e = &t->ev[index];
+    uint32_t me = (uint32_t)index;
+    for (uint32_t a = 0; a < e->awidth; a++) {
+        if (a == e->actor) {
+            t->work[a] = e->actor_step + 1;
+            continue;
+        }
+        /* the actor's events that happen before e form a prefix of its
+         * program order: count them by binary search */
+        const uint32_t *evs = t->by_actor + t->by_actor_off[a];
+        uint32_t lo = 0, hi = t->by_actor_off[a + 1] - t->by_actor_off[a];
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (hb_idx(t, evs[mid], me))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        t->work[a] = lo;
+    }
+    *clock = t->work;
+    *len = e->awidth;
     return CS_OK;
 }
 

@@ -226,7 +226,9 @@ int cs_trace_event(const cs_explorer *ex, size_t index, cs_event *out);
 int cs_trace_access(const cs_explorer *ex, size_t access_index,
                     cs_access *out);
 /* Vector clock of an event: `*len` entries indexed by actor id (entries past
- * *len are 0).  The pointer stays valid until the next step is recorded. */
+ * *len are 0), built on demand (the engine keeps clocks over chains of
+ * events internally).  The pointer stays valid until the next cs_trace_clock
+ * call, step, or reset of the execution. */
 int cs_trace_clock(const cs_explorer *ex, size_t index, const uint32_t **clock,
                    size_t *len);
 /* 1 if event a happens before event b (a != b), else 0. */

@@ -1,8 +1,10 @@
 /* test_trace.c -- vector clocks, dependency, covering relation and the
- * Mazurkiewicz fingerprint, checked against brute force on random traces. */
+ * Mazurkiewicz fingerprint, checked against brute force on random traces,
+ * including long chains of one-step actors (asyncio callbacks). */
 #include "ctest.h"
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------ a random trace */
@@ -202,6 +204,20 @@ static void test_random_against_brute_force(void) {
                 if (cs_trace_hb(t, (size_t)a, (size_t)b) != (a != b && hb[a][b])) bad++;
             }
         for (int b = 0; b < g.n; b++) {
+            /* the actor-indexed clock: clock[a] = a's events before or at b */
+            const uint32_t *clk;
+            size_t len;
+            CHECK_EQ(cs_trace_get_clock(t, (size_t)b, &clk, &len), CS_OK);
+            size_t want_len = 0;
+            for (int x = 0; x <= b; x++)
+                if (g.e[x].actor + 1 > want_len) want_len = g.e[x].actor + 1;
+            if (len != want_len) bad++;
+            for (size_t a = 0; a < len; a++) {
+                uint32_t want = 0;
+                for (int x = 0; x <= b; x++)
+                    if (g.e[x].actor == a && (x == b || hb[x][b])) want++;
+                if (clk[a] != want) bad++;
+            }
             size_t p[MAXE], np;
             CHECK_EQ(cs_trace_preds(t, (size_t)b, p, MAXE, &np), CS_OK);
             bool is_pred[MAXE] = {0};
@@ -340,8 +356,205 @@ static void test_reset_reuse(void) {
     cs_trace_free(t);
 }
 
+
+/* ------------------------------------- long chains of one-step actors */
+
+#define BIGE 240
+
+typedef struct {
+    int n;
+    cs_actor actor[BIGE];
+    int64_t by[BIGE];
+    int na[BIGE];
+    cs_access acc[BIGE][2];
+} btrace;
+
+/* Callback-shaped traces: most events are fresh one-step actors scheduled by
+ * a recent event (ping-pong chains that fork), the rest a few long-lived
+ * actors; sparse conflicts on a few objects; some CS_AFTER_ALL. */
+static void gen_callbacks(btrace *g, int n) {
+    g->n = n;
+    cs_actor fresh = 8;
+    for (int i = 0; i < n; i++) {
+        uint32_t r = rnd(10);
+        g->actor[i] = r < 7 ? fresh++ : rnd(8);
+        uint32_t s = rnd(20);
+        if (i == 0 || s == 0)
+            g->by[i] = -1;
+        else if (s == 1)
+            g->by[i] = CS_AFTER_ALL;
+        else
+            g->by[i] = i - 1 - (int64_t)rnd(i < 6 ? (uint32_t)i : 6u);
+        g->na[i] = (int)rnd(3);
+        for (int k = 0; k < g->na[i]; k++) {
+            g->acc[i][k].object = 200 + rnd(4);
+            g->acc[i][k].key = rnd(6) == 0 ? CS_KEY_WHOLE : rnd(3);
+            g->acc[i][k].kind = rnd(3) ? CS_READ : CS_WRITE;
+            g->acc[i][k].site = 0;
+        }
+    }
+}
+
+static bool big_dep(const btrace *g, int a, int b) {
+    if (g->actor[a] == g->actor[b] || g->by[b] == a || g->by[b] == CS_AFTER_ALL) return true;
+    for (int i = 0; i < g->na[a]; i++)
+        for (int j = 0; j < g->na[b]; j++) {
+            const cs_access *p = &g->acc[a][i], *q = &g->acc[b][j];
+            if (p->object == q->object && (p->kind == CS_WRITE || q->kind == CS_WRITE) &&
+                (p->key == q->key || p->key == CS_KEY_WHOLE || q->key == CS_KEY_WHOLE))
+                return true;
+        }
+    return false;
+}
+
+static void test_callback_chains_against_brute_force(void) {
+    static bool hb[BIGE][BIGE];
+    static btrace g;
+    cs_trace *t = NULL;
+    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    lcg_state = 4242;
+    for (int round = 0; round < 12; round++) {
+        gen_callbacks(&g, 40 + (int)rnd(BIGE - 40));
+        cs_trace_reset(t);
+        for (int i = 0; i < g.n; i++) {
+            CHECK_EQ(cs_trace_step_begin(t, g.actor[i], g.by[i]), CS_OK);
+            for (int k = 0; k < g.na[i]; k++)
+                CHECK_EQ(cs_trace_access_add(t, g.acc[i][k].object, g.acc[i][k].key,
+                                             (cs_access_kind)g.acc[i][k].kind, 0),
+                         CS_OK);
+            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+        }
+        memset(hb, 0, sizeof hb);
+        for (int b = 0; b < g.n; b++)
+            for (int a = b - 1; a >= 0; a--) {
+                if (!hb[a][b] && big_dep(&g, a, b)) hb[a][b] = true;
+                if (hb[a][b])
+                    for (int c = 0; c < a; c++)
+                        if (hb[c][a]) hb[c][b] = true;
+            }
+        int bad = 0;
+        for (int b = 0; b < g.n; b++) {
+            for (int a = 0; a < g.n; a++)
+                if (cs_trace_hb(t, (size_t)a, (size_t)b) != (a != b && hb[a][b])) bad++;
+            size_t p[BIGE], np;
+            CHECK_EQ(cs_trace_preds(t, (size_t)b, p, BIGE, &np), CS_OK);
+            bool is_pred[BIGE] = {0};
+            for (size_t k = 0; k < np; k++) is_pred[p[k]] = true;
+            for (int a = 0; a < b; a++) {
+                bool cover = hb[a][b];
+                for (int c = a + 1; c < b && cover; c++)
+                    if (hb[a][c] && hb[c][b]) cover = false;
+                if (cover != is_pred[a]) bad++;
+            }
+            if (b % 7) continue; /* clocks of a sample: O(n * actors) each */
+            const uint32_t *clk;
+            size_t len;
+            CHECK_EQ(cs_trace_get_clock(t, (size_t)b, &clk, &len), CS_OK);
+            for (size_t a = 0; a < len; a++) {
+                uint32_t want = 0;
+                for (int x = 0; x <= b; x++)
+                    if (g.actor[x] == a && (x == b || hb[x][b])) want++;
+                if (clk[a] != want) bad++;
+            }
+        }
+        CHECK_EQ(bad, 0);
+        if (bad) break;
+    }
+    cs_trace_free(t);
+}
+
+/* A call_soon ping-pong: every step a new actor scheduled by the previous
+ * one.  All of it is one chain (clocks of width 1), yet the public clock is
+ * still indexed by actor id. */
+static void test_ping_pong_one_chain(void) {
+    enum { N = 5000 };
+    cs_trace *t = NULL;
+    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    for (int round = 0; round < 2; round++) { /* the second reuses memory */
+        cs_trace_reset(t);
+        for (uint32_t i = 0; i < N; i++) {
+            CHECK_EQ(cs_trace_step_begin(t, i, i ? (int64_t)i - 1 : -1), CS_OK);
+            if (i % 3 == 0) CHECK_EQ(cs_trace_access_add(t, 7, i % 5, CS_WRITE, 0), CS_OK);
+            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+        }
+        CHECK_EQ(cs_trace_chains(t), 1);
+        CHECK(cs_trace_hb(t, 0, N - 1));
+        CHECK(cs_trace_hb(t, 1234, 1235) && !cs_trace_hb(t, 1235, 1234));
+        size_t p[4], np;
+        CHECK_EQ(cs_trace_preds(t, 2000, p, 4, &np), CS_OK);
+        CHECK_EQ(np, 1);
+        CHECK_EQ(p[0], 1999);
+        const uint32_t *clk;
+        size_t len;
+        CHECK_EQ(cs_trace_get_clock(t, 2999, &clk, &len), CS_OK);
+        CHECK_EQ(len, 3000);
+        int ones = 0;
+        for (size_t a = 0; a < len; a++) ones += clk[a] == 1;
+        CHECK_EQ(ones, 3000);
+    }
+    /* two independent ping-pongs interleaved: two chains, no HB across, and
+     * the fingerprint does not depend on the interleaving */
+    uint64_t fp[2];
+    for (int v = 0; v < 2; v++) {
+        cs_trace_reset(t);
+        int64_t last[2] = {-1, -1};
+        uint32_t taken[2] = {0, 0};
+        for (uint32_t i = 0; i < 2 * 400; i++) {
+            int side = v == 0 ? (int)(i % 2) : (i < 400 ? 0 : 1);
+            cs_actor a = (cs_actor)(side * 1000 + taken[side]++);
+            CHECK_EQ(cs_trace_step_begin(t, a, last[side]), CS_OK);
+            CHECK_EQ(cs_trace_access_add(t, 50 + (uint64_t)side, 0, CS_WRITE, 0), CS_OK);
+            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+            last[side] = (int64_t)i;
+        }
+        CHECK_EQ(cs_trace_chains(t), 2);
+        fp[v] = cs_trace_fingerprint(t);
+        if (v == 0) {
+            CHECK(cs_trace_hb(t, 0, 798) && cs_trace_hb(t, 1, 799));
+            CHECK(!cs_trace_hb(t, 0, 799) && !cs_trace_hb(t, 1, 798));
+        }
+    }
+    CHECK_EQ(fp[0], fp[1]);
+    cs_trace_free(t);
+}
+
+/* Fan-out then join, many rounds: the siblings' chains go dead at the join
+ * and are reused, so the chain count stays at the fan-out width instead of
+ * growing with the run. */
+static void test_fan_out_reuses_chains(void) {
+    cs_trace *t = NULL;
+    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    cs_actor next = 1;
+    uint32_t i = 0;
+    for (int round = 0; round < 200; round++) {
+        int64_t root = (int64_t)i;
+        CHECK_EQ(cs_trace_step_begin(t, 0, i ? root - 1 : -1), CS_OK);
+        CHECK_EQ(cs_trace_step_end(t), CS_OK);
+        i++;
+        for (uint32_t k = 0; k < 6; k++, i++) {
+            CHECK_EQ(cs_trace_step_begin(t, next++, root), CS_OK);
+            CHECK_EQ(cs_trace_access_add(t, 9, k, CS_WRITE, 0), CS_OK);
+            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+        }
+        /* the join writes the whole object: after every sibling */
+        CHECK_EQ(cs_trace_step_begin(t, next++, round % 2 ? CS_AFTER_ALL : root), CS_OK);
+        CHECK_EQ(cs_trace_access_add(t, 9, CS_KEY_WHOLE, CS_WRITE, 0), CS_OK);
+        CHECK_EQ(cs_trace_step_end(t), CS_OK);
+        size_t p[8], np;
+        CHECK_EQ(cs_trace_preds(t, i, p, 8, &np), CS_OK);
+        CHECK_EQ(np, 6);
+        i++;
+    }
+    CHECK(cs_trace_chains(t) <= 6);
+    CHECK(cs_trace_hb(t, 1, i - 1));
+    CHECK(!cs_trace_hb(t, 1, 2));
+    cs_trace_free(t);
+}
+
 #define TESTS(X)                                                               \
     X(test_basic_clocks) X(test_wildcard_and_after_all)                        \
     X(test_random_against_brute_force) X(test_fingerprint)                     \
-    X(test_fingerprint_counts) X(test_reset_reuse)
+    X(test_fingerprint_counts) X(test_reset_reuse)                             \
+    X(test_callback_chains_against_brute_force) X(test_ping_pong_one_chain)    \
+    X(test_fan_out_reuses_chains)
 CTEST_MAIN()
