@@ -336,6 +336,7 @@ def test_attach_requires_an_empty_idle_loop() -> None:
 def test_timer_cancelled_in_the_heap_is_never_run(strategy: str) -> None:
     """A timer cancelled while it waits in the heap (not at its top) reaches the ready queue
     cancelled when the clock advances; the explorer must drop it, not run it (this crashed)."""
+
     async def main(out: list[str]) -> list[str]:
         loop = asyncio.get_running_loop()
         loop.call_later(1, out.append, "a")
