@@ -281,6 +281,12 @@ int cs_step_begin(cs_explorer *ex, cs_actor actor, int64_t scheduled_by) {
     return CS_OK;
 }
 
+int cs_clock_advance(cs_explorer *ex) {
+    if (!ex) return CS_EINVAL;
+    if (ex->phase != IN_EXECUTION) return CS_ESTATE;
+    return cs_trace_barrier(ex->trace);
+}
+
 int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
                      cs_access_kind kind, uint32_t site) {
     if (!ex) return CS_EINVAL;

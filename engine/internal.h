@@ -78,6 +78,12 @@ void cs_trace_reset(cs_trace *t);
 int cs_trace_step_begin(cs_trace *t, cs_actor actor, int64_t scheduled_by);
 int cs_trace_access_add(cs_trace *t, uint64_t object, uint64_t key,
                         cs_access_kind kind, uint32_t site);
+/* Records a clock advance between steps: later CS_AFTER_ALL steps happen
+ * after every step recorded so far (see cs_clock_advance). */
+int cs_trace_barrier(cs_trace *t);
+/* For a CS_AFTER_ALL event: how many events precede its barrier (it happens
+ * after events [0, n)); for any other event 0. */
+size_t cs_trace_barrier_of(const cs_trace *t, size_t index);
 /* Completes the open step: computes its vector clock from program order, the
  * scheduled_by edge and conflicting earlier accesses. */
 int cs_trace_step_end(cs_trace *t);

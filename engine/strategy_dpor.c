@@ -564,7 +564,9 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
             if (!preds) return CS_ENOMEM;
             if ((rc = cs_trace_preds(t, j, preds, pcap, &np))) break;
         }
-        if (ej->after_all) continue;
+        /* an event made runnable by a clock advance cannot move before the
+         * events its barrier follows; later ones are ordinary races */
+        size_t barrier = ej->after_all ? cs_trace_barrier_of(t, j) : 0;
         cs_event evj;
         cs_trace_get_event(t, j, &evj);
         uint64_t lobj = 0, lkey = 0;
@@ -573,7 +575,7 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
         for (size_t q = 0; q < np && rc == CS_OK; q++) {
             size_t i = preds[q];
             const wevent *ei = &s->tev[i];
-            if (ei->actor == ej->actor || evj.scheduled_by == (int64_t)i) continue;
+            if (ei->actor == ej->actor || evj.scheduled_by == (int64_t)i || i < barrier) continue;
             if (acquire && same_lock_release(ei, lobj, lkey)) {
                 rel = i;
                 continue;

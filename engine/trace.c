@@ -8,7 +8,9 @@
  * Dependency of two events a < b (positions in the execution):
  *   - same actor (program order);
  *   - b.scheduled_by == a (the step that made b runnable);
- *   - b.scheduled_by == CS_AFTER_ALL (b follows every earlier event);
+ *   - b.scheduled_by == CS_AFTER_ALL and a precedes b's barrier (the latest
+ *     cs_trace_barrier before b, or b itself when there was none): the clock
+ *     advance that made b runnable follows every event before it;
  *   - conflicting accesses: resources (object, key) overlap (same object and
  *     same key, or either key is CS_KEY_WHOLE) and at least one is a write
  *     (lock acquisitions and releases count as writes).
@@ -47,8 +49,9 @@
  * that b depends on either is one of these *candidates* or happens before one
  * of them, so joining the candidates' clocks gives the exact clock, and the
  * candidates that precede no other candidate are exactly the immediate
- * predecessors.  CS_AFTER_ALL takes the chain tips as candidates: every
- * event happens before or equals some tip, and the maximal events are tips.
+ * predecessors.  CS_AFTER_ALL takes the chain tips as they were at its
+ * barrier as candidates: every event before the barrier happens before or
+ * equals one of them, and the maximal such events are among them.
  * They are taken in (actor, event) order, which keeps the order of the
  * predecessors list the same as taking every actor's last event in actor
  * order (each actor has at most one maximal event: its last).
@@ -119,6 +122,7 @@ typedef struct {
     uint32_t clock_off, clock_len; /* clock over chains [0, clock_len) */
     uint32_t chain, chain_pos;     /* chain_pos >= 1 */
     uint32_t awidth;               /* actors interned when the step ended */
+    uint32_t barrier;              /* CS_AFTER_ALL: follows events [0, barrier) */
     uint32_t pred_off, n_preds;
 } event;
 
@@ -149,8 +153,11 @@ struct cs_trace {
 
     chain_rec *chains; /* valid below n_chain */
     size_t n_chain, cap_chain;
-    uint64_t *tip_keys; /* CS_AFTER_ALL scratch: actor << 32 | event */
-    size_t cap_tip_keys;
+    uint64_t *tip_keys; /* the chain tips at the latest barrier, sorted by
+                           actor << 32 | event: CS_AFTER_ALL's candidates */
+    size_t n_tip_keys, cap_tip_keys;
+    bool has_barrier;
+    uint32_t barrier_len; /* events before the latest barrier */
     uint32_t *strict; /* step_end scratch: join of the candidates' strict clocks */
     size_t cap_strict;
 
@@ -368,6 +375,8 @@ void cs_trace_reset(cs_trace *t) {
     t->n_acc = 0;
     t->n_clk = 0;
     t->n_chain = 0;
+    t->has_barrier = false;
+    t->n_tip_keys = 0;
     t->idx_len = SIZE_MAX;
     t->n_pred = 0;
     for (size_t a = 0; a < t->width; a++) {
@@ -519,6 +528,30 @@ static int object_of(cs_trace *t, uint64_t object, uint64_t name, uint32_t birth
     return CS_OK;
 }
 
+/* The current chain tips, sorted by (actor, event), into tip_keys. */
+static int snapshot_tips(cs_trace *t) {
+    if (GROW(t->tip_keys, t->cap_tip_keys, t->n_chain + 1)) return CS_ENOMEM;
+    for (size_t c = 0; c < t->n_chain; c++)
+        t->tip_keys[c] = (uint64_t)t->ev[t->chains[c].tip].actor << 32 | t->chains[c].tip;
+    qsort(t->tip_keys, t->n_chain, sizeof *t->tip_keys, cmp_u64);
+    t->n_tip_keys = t->n_chain;
+    return CS_OK;
+}
+
+int cs_trace_barrier(cs_trace *t) {
+    if (!t) return CS_EINVAL;
+    if (t->open) return CS_ESTATE;
+    if (snapshot_tips(t)) return CS_ENOMEM;
+    t->has_barrier = true;
+    t->barrier_len = (uint32_t)t->len;
+    return CS_OK;
+}
+
+size_t cs_trace_barrier_of(const cs_trace *t, size_t index) {
+    if (!t || index >= t->len || t->ev[index].scheduled_by != CS_AFTER_ALL) return 0;
+    return t->ev[index].barrier;
+}
+
 int cs_trace_step_end(cs_trace *t) {
     if (!t) return CS_EINVAL;
     if (!t->open) return CS_ESTATE;
@@ -557,11 +590,9 @@ int cs_trace_step_end(cs_trace *t) {
     if (cand_add(t, t->last_ev[actor])) return CS_ENOMEM;
     if (by >= 0 && cand_add(t, (uint32_t)by)) return CS_ENOMEM;
     if (by == CS_AFTER_ALL) {
-        if (GROW(t->tip_keys, t->cap_tip_keys, t->n_chain + 1)) return CS_ENOMEM;
-        for (size_t c = 0; c < t->n_chain; c++)
-            t->tip_keys[c] = (uint64_t)t->ev[t->chains[c].tip].actor << 32 | t->chains[c].tip;
-        qsort(t->tip_keys, t->n_chain, sizeof *t->tip_keys, cmp_u64);
-        for (size_t c = 0; c < t->n_chain; c++)
+        if (!t->has_barrier && snapshot_tips(t)) return CS_ENOMEM;
+        t->ev[me].barrier = t->has_barrier ? t->barrier_len : me;
+        for (size_t c = 0; c < t->n_tip_keys; c++)
             if (cand_add(t, (uint32_t)t->tip_keys[c])) return CS_ENOMEM;
     }
     for (uint32_t i = 0; i < n_acc; i++) {
@@ -798,7 +829,8 @@ bool cs_trace_dep(const cs_trace *t, size_t a, size_t b) {
     }
     const event *ea = &t->ev[a], *eb = &t->ev[b];
     if (ea->actor == eb->actor) return true;
-    if (eb->scheduled_by == (int64_t)a || eb->scheduled_by == CS_AFTER_ALL) return true;
+    if (eb->scheduled_by == (int64_t)a) return true;
+    if (eb->scheduled_by == CS_AFTER_ALL && a < eb->barrier) return true;
     for (uint32_t i = 0; i < ea->n_accesses; i++)
         for (uint32_t j = 0; j < eb->n_accesses; j++)
             if (overlap(&t->acc[ea->first_access + i], &t->acc[eb->first_access + j]))

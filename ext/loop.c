@@ -1155,12 +1155,16 @@ static int boundary(LoopCoreObject *self) {
         self->now = self->heap[0]->when;
         self->clock_dirty = 1;
         advanced = 1;
+        /* strict: the timers this makes due follow every step so far (and
+         * only those): the engine records the barrier */
+        if (self->ex && !self->relaxed && cs_py_check(cs_clock_advance(self->ex)) < 0) return -1;
     }
     while (self->hlen && self->heap[0]->when <= self->now) {
         HandleObject *h = heap_pop(self);
         h->scheduled = 0;
         /* strict: a timer reached only by advancing the clock runs after
-         * every step so far (relaxed: it could have fired earlier) */
+         * every step before the advance (relaxed: it could have fired
+         * earlier) */
         if (advanced && !self->relaxed) h->after_all = 1;
         if (ready_push(self, h) < 0) {
             Py_DECREF(h);

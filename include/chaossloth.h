@@ -171,12 +171,18 @@ int cs_choose(cs_explorer *ex, const cs_actor *enabled, size_t n,
 /* Brackets the execution of one step of `actor`.  `scheduled_by` is the event
  * index of the step that made this step runnable (call_soon / call_later /
  * task creation / future completion), or CS_SCHEDULED_BY_NONE, or
- * CS_AFTER_ALL: the step could only run once every earlier step had run (the
- * virtual clock advanced to fire it: strict timer mode), so it happens after
- * all of them.  Between begin and end the front end reports accesses. */
+ * CS_AFTER_ALL: the step was made runnable by the latest clock advance (see
+ * cs_clock_advance), so it happens after every step recorded before that
+ * advance -- and only those: steps that ran after the advance may still be
+ * reordered with it.  Without any advance recorded, CS_AFTER_ALL means after
+ * every earlier step.  Between begin and end the front end reports accesses. */
 #define CS_SCHEDULED_BY_NONE ((int64_t)-1)
 #define CS_AFTER_ALL ((int64_t)-2)
 int cs_step_begin(cs_explorer *ex, cs_actor actor, int64_t scheduled_by);
+/* The front end advanced its virtual clock because nothing else could run
+ * (strict timer mode): the timers this made due run with CS_AFTER_ALL.  Call
+ * it between steps. */
+int cs_clock_advance(cs_explorer *ex);
 int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
                      cs_access_kind kind, uint32_t site);
 int cs_step_end(cs_explorer *ex);

@@ -192,3 +192,70 @@ def test_dpor_explores_one_execution_per_trace(prog: Program) -> None:
 def test_stats_line() -> None:
     """Prints what the properties checked in this session (visible with -s)."""
     print(f"soundness: {STATS}")
+
+
+# ------------------------------------------------------------------ clock advances
+
+TIMERS_AFTER_ADVANCE = '''
+import asyncio
+
+
+class S:
+    pass
+
+
+async def main(box):
+    s = S()
+    s.x = 0
+    box["s"] = s
+    loop = asyncio.get_running_loop()
+
+    def late():
+        s.x = 2
+
+    async def sleeper():
+        await asyncio.sleep(1)
+        s.x = 1
+
+    t = asyncio.create_task(sleeper())
+    await asyncio.sleep(0)
+    loop.call_later(1, late)
+    await t
+    await asyncio.sleep(1)
+'''
+
+
+@pytest.mark.parametrize("timers", ["strict", "relaxed"])
+def test_steps_after_a_clock_advance_race_with_its_timers(timers: str) -> None:
+    """Two timers become due at one clock advance; the task woken by the first writes what the
+    second writes.  The second timer follows every step before the advance, but not the woken
+    task's step: both orders of those two must be explored (x ends 1 or 2)."""
+    _require("dpor")
+    path = _DIR / f"advance_{next(_COUNTER)}.py"
+    path.write_text(TIMERS_AFTER_ADVANCE)
+    module = scenario.load_module(path)
+    finals: dict[str, set[int]] = {}
+    for strategy in ("exhaustive", "dpor"):
+        box: dict[str, Any] = {}
+        seen: set[int] = set()
+
+        def factory(box: dict[str, Any] = box) -> Any:
+            box.clear()
+            return module.main(box)
+
+        def on_execution(r: runner.ExecutionResult, box: dict[str, Any] = box) -> None:
+            assert r.outcome != runner.ABORTED, r.failure
+            seen.add(box["s"].x)
+
+        res = runner.explore(
+            factory,
+            strategy=strategy,
+            timers=timers,
+            stop_on_failure=False,
+            detail_failure=False,
+            on_execution=on_execution,
+            max_steps=2000,
+        )
+        assert res.complete
+        finals[strategy] = seen
+    assert finals["dpor"] == finals["exhaustive"] == {1, 2}

@@ -551,10 +551,60 @@ static void test_fan_out_reuses_chains(void) {
     cs_trace_free(t);
 }
 
+/* A clock advance: the timers it makes due follow every event before it, and
+ * only those -- a step that ran after the advance stays concurrent with a
+ * timer of the same advance unless they conflict. */
+static void test_barrier_after_clock_advance(void) {
+    cs_trace *t = NULL;
+    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    /* 0: a writes (1,0); 1: b writes (2,0); advance; 2: timer c AFTER_ALL;
+     * 3: a (scheduled by 2) writes (3,0); 4: timer d AFTER_ALL writes (4,0);
+     * 5: timer e AFTER_ALL writes (3,0) */
+    cs_trace_step_begin(t, 0, -1);
+    cs_trace_access_add(t, 1, 0, CS_WRITE, 0);
+    cs_trace_step_end(t);
+    cs_trace_step_begin(t, 1, -1);
+    cs_trace_access_add(t, 2, 0, CS_WRITE, 0);
+    cs_trace_step_end(t);
+    CHECK_EQ(cs_trace_barrier(t), CS_OK);
+    cs_trace_step_begin(t, 2, CS_AFTER_ALL);
+    cs_trace_step_end(t);
+    cs_trace_step_begin(t, 0, 2);
+    cs_trace_access_add(t, 3, 0, CS_WRITE, 0);
+    cs_trace_step_end(t);
+    cs_trace_step_begin(t, 3, CS_AFTER_ALL);
+    cs_trace_access_add(t, 4, 0, CS_WRITE, 0);
+    cs_trace_step_end(t);
+    cs_trace_step_begin(t, 4, CS_AFTER_ALL);
+    cs_trace_access_add(t, 3, 0, CS_WRITE, 0);
+    cs_trace_step_end(t);
+    CHECK_EQ(cs_trace_barrier_of(t, 2), 2);
+    CHECK_EQ(cs_trace_barrier_of(t, 4), 2);
+    CHECK_EQ(cs_trace_barrier_of(t, 3), 0);
+    CHECK(cs_trace_hb(t, 0, 4) && cs_trace_hb(t, 1, 4));
+    CHECK(!cs_trace_hb(t, 2, 4) && !cs_trace_hb(t, 3, 4)); /* after the advance */
+    CHECK(!cs_trace_dep(t, 3, 4));
+    CHECK(cs_trace_dep(t, 1, 4));
+    CHECK(cs_trace_hb(t, 3, 5) && cs_trace_dep(t, 3, 5)); /* a conflict, not the barrier */
+    size_t p[8], np;
+    cs_trace_preds(t, 4, p, 8, &np);
+    CHECK_EQ(np, 2); /* the tips before the advance: 0 and 1 */
+    CHECK(p[0] < 2 && p[1] < 2);
+    CHECK_EQ(cs_trace_barrier(t), CS_OK);
+    cs_trace_step_begin(t, 5, CS_AFTER_ALL); /* a second advance follows all six */
+    cs_trace_step_end(t);
+    for (size_t i = 0; i < 6; i++) CHECK(cs_trace_hb(t, i, 6));
+    CHECK_EQ(cs_trace_barrier_of(t, 6), 6);
+    cs_trace_step_begin(t, 0, -1);
+    CHECK_EQ(cs_trace_barrier(t), CS_ESTATE); /* only between steps */
+    cs_trace_step_end(t);
+    cs_trace_free(t);
+}
+
 #define TESTS(X)                                                               \
     X(test_basic_clocks) X(test_wildcard_and_after_all)                        \
     X(test_random_against_brute_force) X(test_fingerprint)                     \
     X(test_fingerprint_counts) X(test_reset_reuse)                             \
     X(test_callback_chains_against_brute_force) X(test_ping_pong_one_chain)    \
-    X(test_fan_out_reuses_chains)
+    X(test_fan_out_reuses_chains) X(test_barrier_after_clock_advance)
 CTEST_MAIN()
