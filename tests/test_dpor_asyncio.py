@@ -196,7 +196,7 @@ def test_stats_line() -> None:
 
 # ------------------------------------------------------------------ clock advances
 
-TIMERS_AFTER_ADVANCE = '''
+TIMERS_AFTER_ADVANCE = """
 import asyncio
 
 
@@ -222,7 +222,7 @@ async def main(box):
     loop.call_later(1, late)
     await t
     await asyncio.sleep(1)
-'''
+"""
 
 
 @pytest.mark.parametrize("timers", ["strict", "relaxed"])
@@ -243,7 +243,9 @@ def test_steps_after_a_clock_advance_race_with_its_timers(timers: str) -> None:
             box.clear()
             return module.main(box)
 
-        def on_execution(r: runner.ExecutionResult, box: dict[str, Any] = box) -> None:
+        def on_execution(
+            r: runner.ExecutionResult, box: dict[str, Any] = box, seen: set[int] = seen
+        ) -> None:
             assert r.outcome != runner.ABORTED, r.failure
             seen.add(box["s"].x)
 
