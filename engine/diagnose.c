@@ -109,6 +109,7 @@ typedef struct {
     size_t n_ev;
     cs_access *acc;
     uint32_t *acc_ev; /* event of each access */
+    uint8_t *acc_flags; /* CS_ID_* flags of each access */
     size_t n_acc;
     uint32_t *by_obj; /* access indices sorted by (object, index) */
     size_t n_by_obj;
@@ -220,6 +221,9 @@ static int examine(diag *d, const uint32_t *g, size_t j) {
         }
     }
 
+    /* Creating an object is not a use of it: nothing could have seen it
+     * before, so a creation is never the first access of a pattern. */
+    if (p != CS_NO_INDEX && (d->acc_flags[p] & CS_ID_CREATED)) p = CS_NO_INDEX;
     if (p != CS_NO_INDEX) {
         const cs_access *pa = &d->acc[p];
         /* The remote access must overlap p's resource too: with wildcard
@@ -410,10 +414,11 @@ int cs_diagnose(const cs_explorer *ex, const uint64_t *ignore, size_t n_ignore,
     rc = CS_ENOMEM;
     d.acc = malloc((d.n_acc ? d.n_acc : 1) * sizeof *d.acc);
     d.acc_ev = malloc((d.n_acc ? d.n_acc : 1) * sizeof *d.acc_ev);
+    d.acc_flags = calloc(d.n_acc ? d.n_acc : 1, sizeof *d.acc_flags);
     d.by_obj = malloc((d.n_acc ? d.n_acc : 1) * sizeof *d.by_obj);
     refs = malloc((d.n_acc ? d.n_acc : 1) * sizeof *refs);
     ign = malloc((n_ignore ? n_ignore : 1) * sizeof *ign);
-    if (!d.acc || !d.acc_ev || !d.by_obj || !refs || !ign) goto cleanup;
+    if (!d.acc || !d.acc_ev || !d.acc_flags || !d.by_obj || !refs || !ign) goto cleanup;
     if (n_ignore) memcpy(ign, ignore, n_ignore * sizeof *ign);
     if (n_ignore) qsort(ign, n_ignore, sizeof *ign, cmp_u64);
     for (size_t a = 0; a < d.n_acc; a++) d.acc_ev[a] = UINT32_MAX;
@@ -421,6 +426,7 @@ int cs_diagnose(const cs_explorer *ex, const uint64_t *ignore, size_t n_ignore,
         for (uint32_t k = 0; k < d.ev[i].n_accesses; k++) {
             size_t a = (size_t)d.ev[i].first_access + k;
             rc = cs_trace_access(ex, a, &d.acc[a]);
+            if (!rc) rc = cs_trace_access_flags(ex, a, &d.acc_flags[a]);
             if (rc) goto cleanup;
             d.acc_ev[a] = (uint32_t)i;
         }
@@ -464,6 +470,7 @@ cleanup:
     free(d.ev);
     free(d.acc);
     free(d.acc_ev);
+    free(d.acc_flags);
     free(d.by_obj);
     free(d.found);
     free(refs);

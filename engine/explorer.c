@@ -386,6 +386,11 @@ int cs_trace_access(const cs_explorer *ex, size_t access_index, cs_access *out) 
     return cs_trace_get_access(ex->trace, access_index, out);
 }
 
+int cs_trace_access_flags(const cs_explorer *ex, size_t access_index, uint8_t *flags) {
+    if (!ex || !flags) return CS_EINVAL;
+    return cs_trace_get_access_flags(ex->trace, access_index, flags);
+}
+
 int cs_trace_clock(const cs_explorer *ex, size_t index, const uint32_t **clock,
                    size_t *len) {
     if (!ex || !clock || !len) return CS_EINVAL;

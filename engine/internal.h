@@ -110,6 +110,7 @@ int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
 /* Accessors used by explorer.c to implement the public cs_trace_* API. */
 int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out);
 int cs_trace_get_access(const cs_trace *t, size_t index, cs_access *out);
+int cs_trace_get_access_flags(const cs_trace *t, size_t index, uint8_t *flags);
 /* The actor-indexed vector clock of an event: *len = the number of actors
  * interned when it was recorded, clock[a] = the number of actor a's events
  * that happen before or equal it.  Materialised into a buffer owned by the

@@ -757,6 +757,12 @@ int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
     return CS_OK;
 }
 
+int cs_trace_get_access_flags(const cs_trace *t, size_t index, uint8_t *flags) {
+    if (!t || !flags || index >= t->n_acc) return CS_EINVAL;
+    *flags = t->acc_flags[index];
+    return CS_OK;
+}
+
 int cs_trace_get_access(const cs_trace *t, size_t index, cs_access *out) {
     if (!t || !out || index >= t->n_acc) return CS_EINVAL;
     *out = t->acc[index];

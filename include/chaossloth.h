@@ -231,6 +231,9 @@ size_t cs_trace_length(const cs_explorer *ex);
 int cs_trace_event(const cs_explorer *ex, size_t index, cs_event *out);
 int cs_trace_access(const cs_explorer *ex, size_t access_index,
                     cs_access *out);
+/* The CS_ID_* flags an access was recorded with. */
+int cs_trace_access_flags(const cs_explorer *ex, size_t access_index,
+                          uint8_t *flags);
 /* Vector clock of an event: `*len` entries indexed by actor id (entries past
  * *len are 0), built on demand (the engine keeps clocks over chains of
  * events internally).  The pointer stays valid until the next cs_trace_clock

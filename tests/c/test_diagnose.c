@@ -40,6 +40,7 @@ static cs_explorer *build(const hstep *steps, int n) {
 
 #define R(obj, key) {(obj), (key), 0, CS_READ}
 #define W(obj, key) {(obj), (key), 0, CS_WRITE}
+#define NEW(obj) {(obj), CS_KEY_WHOLE, 0, CS_WRITE | CS_ID_CREATED}
 #define STEP1(a, acc0) {(a), CS_SCHEDULED_BY_NONE, 1, {acc0}}
 
 static size_t diagnose(const hstep *steps, int n, cs_finding *out, size_t cap) {
@@ -306,7 +307,23 @@ static void test_wait_for_cycle(void) {
     CHECK_EQ(cyc[1], 5);
 }
 
+/* Creating an object is not a use of it: a creation is never the local
+ * access p of a pattern (the same trace with a plain write is a W-W-R). */
+static void test_creation_is_not_a_local_access(void) {
+    hstep created[] = {STEP1(1, NEW(OBJ)),
+                       STEP1(2, W(OBJ, CS_KEY_WHOLE)), STEP1(1, R(OBJ, CS_KEY_WHOLE))};
+    hstep plain[] = {STEP1(1, W(OBJ, CS_KEY_WHOLE)), STEP1(2, W(OBJ, CS_KEY_WHOLE)),
+                     STEP1(1, R(OBJ, CS_KEY_WHOLE))};
+    cs_finding f[4];
+    size_t n = diagnose(plain, 3, f, 4);
+    CHECK(n >= 1);
+    CHECK_EQ(f[0].kind, CS_HAZARD_OVERWRITTEN);
+    n = diagnose(created, 3, f, 4);
+    for (size_t i = 0; i < n && i < 4; i++) CHECK(f[i].kind != CS_HAZARD_OVERWRITTEN);
+}
+
 #define TESTS(X)                                                               \
+    X(test_creation_is_not_a_local_access)                                     \
     X(test_lost_update)                                                        \
     X(test_the_other_three_patterns)                                           \
     X(test_same_step_read_modify_write_is_a_stale_read)                        \
