@@ -117,6 +117,30 @@ static PyObject *actor_or_none(cs_actor a) {
     return PyLong_FromUnsignedLong(a);
 }
 
+/* A new list [item(ctx, 0), ..., item(ctx, n - 1)], or NULL with the
+ * exception of the first item that failed (the list built so far is freed). */
+static PyObject *list_of(size_t n, PyObject *(*item)(void *ctx, size_t k), void *ctx) {
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list) return NULL;
+    for (size_t k = 0; k < n; k++) {
+        PyObject *v = item(ctx, k);
+        if (!v) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, v);
+    }
+    return list;
+}
+
+static PyObject *size_item(void *sizes, size_t k) {
+    return PyLong_FromSize_t(((const size_t *)sizes)[k]);
+}
+
+static PyObject *actor_item(void *actors, size_t k) {
+    return PyLong_FromUnsignedLong(((const cs_actor *)actors)[k]);
+}
+
 /* ------------------------------------------------------- construction */
 
 static PyObject *Explorer_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
@@ -480,37 +504,31 @@ fail:
     return NULL;
 }
 
+static PyObject *event_item(void *ex, size_t k) { return make_event(ex, k); }
+
 static PyObject *Explorer_trace(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
-    size_t n = cs_trace_length(self->ex);
-    PyObject *list = PyList_New((Py_ssize_t)n);
-    if (!list) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        PyObject *e = make_event(self->ex, i);
-        if (!e) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, e);
-    }
-    return list;
+    return list_of(cs_trace_length(self->ex), event_item, self->ex);
+}
+
+/* name(a, b) -> bool: a relation between two events of the trace. */
+static PyObject *event_relation(ExplorerObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                const char *name,
+                                int (*rel)(const cs_explorer *, size_t, size_t)) {
+    if (check_nargs(name, nargs, 2) < 0) return NULL;
+    size_t n = cs_trace_length(self->ex), a, b;
+    if (arg_index(args[0], n, "event index", &a) < 0) return NULL;
+    if (arg_index(args[1], n, "event index", &b) < 0) return NULL;
+    return PyBool_FromLong(rel(self->ex, a, b));
 }
 
 static PyObject *Explorer_happens_before(ExplorerObject *self, PyObject *const *args,
                                          Py_ssize_t nargs) {
-    if (check_nargs("happens_before", nargs, 2) < 0) return NULL;
-    size_t n = cs_trace_length(self->ex), a, b;
-    if (arg_index(args[0], n, "event index", &a) < 0) return NULL;
-    if (arg_index(args[1], n, "event index", &b) < 0) return NULL;
-    return PyBool_FromLong(cs_trace_happens_before(self->ex, a, b));
+    return event_relation(self, args, nargs, "happens_before", cs_trace_happens_before);
 }
 
 static PyObject *Explorer_dependent(ExplorerObject *self, PyObject *const *args,
                                     Py_ssize_t nargs) {
-    if (check_nargs("dependent", nargs, 2) < 0) return NULL;
-    size_t n = cs_trace_length(self->ex), a, b;
-    if (arg_index(args[0], n, "event index", &a) < 0) return NULL;
-    if (arg_index(args[1], n, "event index", &b) < 0) return NULL;
-    return PyBool_FromLong(cs_trace_dependent(self->ex, a, b));
+    return event_relation(self, args, nargs, "dependent", cs_trace_dependent);
 }
 
 static PyObject *Explorer_predecessors(ExplorerObject *self, PyObject *arg) {
@@ -521,19 +539,8 @@ static PyObject *Explorer_predecessors(ExplorerObject *self, PyObject *arg) {
     if (!buf) return PyErr_NoMemory();
     size_t got = 0;
     PyObject *list = NULL;
-    if (cs_py_check(cs_trace_predecessors(self->ex, i, buf, n, &got)) < 0) goto done;
-    if (got > n) got = n;
-    list = PyList_New((Py_ssize_t)got);
-    if (!list) goto done;
-    for (size_t k = 0; k < got; k++) {
-        PyObject *v = PyLong_FromSize_t(buf[k]);
-        if (!v) {
-            Py_CLEAR(list);
-            goto done;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)k, v);
-    }
-done:
+    if (cs_py_check(cs_trace_predecessors(self->ex, i, buf, n, &got)) == 0)
+        list = list_of(got > n ? n : got, size_item, buf);
     PyMem_Free(buf);
     return list;
 }
@@ -543,19 +550,8 @@ static PyObject *Explorer_schedule(ExplorerObject *self, PyObject *Py_UNUSED(ign
     cs_actor *buf = PyMem_Malloc((n ? n : 1) * sizeof *buf);
     if (!buf) return PyErr_NoMemory();
     PyObject *list = NULL;
-    if (cs_py_check(cs_trace_schedule(self->ex, buf, n, &got)) < 0) goto done;
-    if (got > n) got = n;
-    list = PyList_New((Py_ssize_t)got);
-    if (!list) goto done;
-    for (size_t k = 0; k < got; k++) {
-        PyObject *v = PyLong_FromUnsignedLong(buf[k]);
-        if (!v) {
-            Py_CLEAR(list);
-            goto done;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)k, v);
-    }
-done:
+    if (cs_py_check(cs_trace_schedule(self->ex, buf, n, &got)) == 0)
+        list = list_of(got > n ? n : got, actor_item, buf);
     PyMem_Free(buf);
     return list;
 }
@@ -683,6 +679,16 @@ done:
     return res;
 }
 
+struct findings {
+    cs_explorer *ex;
+    const cs_finding *found;
+};
+
+static PyObject *finding_item(void *findings, size_t k) {
+    const struct findings *fs = findings;
+    return finding_dict(fs->ex, &fs->found[k]);
+}
+
 static PyObject *py_diagnose(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"explorer", "ignore", "limit", NULL};
     PyObject *exo, *ignore = NULL, *limit_o = NULL;
@@ -726,16 +732,7 @@ static PyObject *py_diagnose(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
     if (cs_py_check(cs_diagnose(ex, ign, n_ign, found, n, &n2)) < 0) goto done;
     /* the trace is unchanged between the two calls, so n2 >= n */
     if (n2 < n) n = n2;
-    list = PyList_New((Py_ssize_t)n);
-    if (!list) goto done;
-    for (size_t i = 0; i < n; i++) {
-        PyObject *d = finding_dict(ex, &found[i]);
-        if (!d) {
-            Py_CLEAR(list);
-            goto done;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-    }
+    list = list_of(n, finding_item, &(struct findings){ex, found});
 done:
     PyMem_Free(ign);
     PyMem_Free(found);

@@ -9,6 +9,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from conftest import run_in_step
+
 from chaossloth import _core
 from chaossloth.capture import sites
 from chaossloth.capture.importer import _register_file
@@ -33,19 +35,13 @@ def cid(obj: Any) -> int | None:
 def recorded(fn: Callable[[], Any], *objs: Any) -> tuple[Any, list[tuple[int, int, int, int]]]:
     """Runs fn inside one open step; returns its value and the step's accesses
     (object, key, kind, site).  The canonical ids of `objs` are kept for cid()."""
-    ex = _core.Explorer("fifo")
-    assert ex.begin()
-    ex.step_begin(ex.intern(None, 0), -1)
-    _core.hooks_attach(ex)
-    try:
-        value = fn()
-    finally:
+
+    def keep_ids() -> None:
         IDS.clear()
         IDS.update({id(o): _core.hooks_object_id(o) for o in objs})
-        _core.hooks_attach(None)
-        ex.step_end()
+
+    value, ex = run_in_step(fn, keep_ids)
     accesses = [tuple(a) for a in ex.trace()[0].accesses]
-    ex.end(0)
     return value, accesses  # type: ignore[return-value]
 
 

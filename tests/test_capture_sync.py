@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import run_in_step
 
 from chaossloth import _core
 from chaossloth.capture import sync
@@ -19,20 +20,13 @@ IDS: dict[str, int | None] = {}
 
 def recorded(fn: Callable[[], Any], **objs: Any) -> tuple[Any, set[tuple[int, int, int]]]:
     """Runs fn in one open step; the canonical ids of `objs` land in IDS."""
-    ex = _core.Explorer("fifo")
-    assert ex.begin()
-    ex.step_begin(ex.intern(None, 0), -1)
-    _core.hooks_attach(ex)
-    try:
-        value = fn()
-    finally:
+
+    def keep_ids() -> None:
         IDS.clear()
         IDS.update({k: _core.hooks_object_id(o) for k, o in objs.items()})
-        _core.hooks_attach(None)
-        ex.step_end()
-    acc = {(a[0], a[1], a[2]) for a in ex.trace()[0].accesses}
-    ex.end(0)
-    return value, acc
+
+    value, ex = run_in_step(fn, keep_ids)
+    return value, {(a[0], a[1], a[2]) for a in ex.trace()[0].accesses}
 
 
 def finish(coro: Any) -> Any:

@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, SEED, SEED_WORKLOAD, cli
 
-ROOT = Path(__file__).resolve().parent.parent
-SEED = str(ROOT / "examples" / "multi_resource.py")
-CORRECT = str(ROOT / "examples" / "correct_counter.py")
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("CHAOSSLOTH_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "chaossloth", *args],
-        check=False,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+CORRECT = str(EXAMPLES / "correct_counter.py")
 
 
 def report(tmp: Path, *args: str, rc: int) -> dict:
@@ -147,12 +129,7 @@ def test_invariant_on_a_workload(tmp_path: Path) -> None:
         tmp_path,
         "check",
         SEED,
-        "--cls",
-        "MultiResourceServer",
-        "--method",
-        "handle_request",
-        "--args",
-        "'audit'",
+        *SEED_WORKLOAD,
         "--invariant",
         "consistent",
         rc=1,

@@ -3,30 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("CHAOSSLOTH_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "chaossloth", *args],
-        check=False,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from conftest import SEED, cli
 
 
 def assert_input_error(r: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -42,9 +24,6 @@ def write(tmp: Path, name: str, body: str) -> Path:
     p = tmp / name
     p.write_text(textwrap.dedent(body))
     return p
-
-
-SEED = str(EXAMPLES / "multi_resource.py")
 
 
 def test_missing_file(tmp_path: Path) -> None:

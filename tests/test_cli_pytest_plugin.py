@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from conftest import cli, run_module
 
 TEST_FILE = """
 import asyncio
@@ -58,27 +57,11 @@ async def safe_scenario():
 
 def test_marker_fails_with_replay_path(tmp_path: Path) -> None:
     (tmp_path / "test_user.py").write_text(textwrap.dedent(TEST_FILE))
-    env = dict(os.environ)
-    r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    r = run_module("pytest", "-q", "-p", "no:cacheprovider", "test_user.py", cwd=tmp_path)
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     assert "1 failed, 2 passed" in out, out
     assert "chaossloth replay" in out and ".schedule.json" in out, out
     sched = next((tmp_path / ".chaossloth").glob("test_racy*.schedule.json"))
-    rep = subprocess.run(
-        [sys.executable, "-m", "chaossloth", "replay", str(sched)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    rep = cli("replay", str(sched), cwd=tmp_path)
     assert rep.returncode == 1, rep.stdout + rep.stderr

@@ -8,30 +8,10 @@ exploration.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("CHAOSSLOTH_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "chaossloth", *args],
-        check=False,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
+from conftest import EXAMPLES, SEED_WORKLOAD, cli
 
 BUGS = [
     # (file, how to run it, hazard)
@@ -164,12 +144,7 @@ def test_whole_pipeline_says_synthesis_is_not_there_yet(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     r = cli(
         str(EXAMPLES / "multi_resource.py"),
-        "--cls",
-        "MultiResourceServer",
-        "--method",
-        "handle_request",
-        "--args",
-        "'audit'",
+        *SEED_WORKLOAD,
         "--json",
         str(out),
         cwd=tmp_path,

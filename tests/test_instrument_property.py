@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from conftest import exec_source, run_in_step
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from chaossloth import _core
-from chaossloth.capture.importer import _register_file
-from chaossloth.capture.instrument import compile_instrumented, hook_namespace
 
 KEYS = st.sampled_from(["'x'", "'y'", "'z'", "('t', 1)"])
 IDX = st.sampled_from(["-1", "0", "1", "5"])
@@ -72,15 +69,7 @@ def stmts() -> st.SearchStrategy[str]:
 
 
 def _exec(source: str, filename: str, instrumented: bool) -> dict[str, Any]:
-    ns: dict[str, Any] = {"__name__": "generated"}
-    if instrumented:
-        ns.update(hook_namespace())
-        _register_file(filename)
-        code = compile_instrumented(source, filename)
-    else:
-        code = compile(source, filename, "exec", dont_inherit=True)
-    exec(code, ns)  # noqa: S102
-    return ns
+    return exec_source(source, filename, instrumented, "generated")
 
 
 def _outcome(ns: dict[str, Any], filename: str) -> tuple[Any, ...]:
@@ -91,16 +80,7 @@ def _outcome(ns: dict[str, Any], filename: str) -> tuple[Any, ...]:
 
 
 def _recording(fn: Any) -> Any:
-    ex = _core.Explorer("fifo")
-    assert ex.begin()
-    ex.step_begin(ex.intern(None, 0), -1)
-    _core.hooks_attach(ex)
-    try:
-        return fn()
-    finally:
-        _core.hooks_attach(None)
-        ex.step_end()
-        ex.end(0)
+    return run_in_step(fn)[0]
 
 
 def program(body: list[str]) -> str:

@@ -14,22 +14,11 @@ import traceback
 from typing import Any
 
 import pytest
-
-from chaossloth import _core
-from chaossloth.capture.importer import _register_file
-from chaossloth.capture.instrument import compile_instrumented, hook_namespace
+from conftest import exec_source, run_in_step
 
 
 def _exec(source: str, filename: str, instrumented: bool) -> dict[str, Any]:
-    ns: dict[str, Any] = {"__name__": "case_mod"}
-    if instrumented:
-        ns.update(hook_namespace())
-        _register_file(filename)
-        code = compile_instrumented(source, filename)
-    else:
-        code = compile(source, filename, "exec", dont_inherit=True)
-    exec(code, ns)  # noqa: S102
-    return ns
+    return exec_source(source, filename, instrumented, "case_mod")
 
 
 def _outcome(ns: dict[str, Any], filename: str) -> tuple[Any, ...]:
@@ -51,17 +40,7 @@ def _outcome(ns: dict[str, Any], filename: str) -> tuple[Any, ...]:
 
 
 def _recording(fn: Any) -> Any:
-    ex = _core.Explorer("fifo")
-    assert ex.begin()
-    actor = ex.intern(None, 0)
-    ex.step_begin(actor, -1)
-    _core.hooks_attach(ex)
-    try:
-        return fn()
-    finally:
-        _core.hooks_attach(None)
-        ex.step_end()
-        ex.end(0)
+    return run_in_step(fn)[0]
 
 
 def check(source: str, name: str) -> tuple[Any, ...]:

@@ -297,6 +297,19 @@ def _whole_key() -> int:
 _IO_TYPES = ("UnsupportedOperation", "RealIOError", "UncontrolledIOError")
 
 
+def _run_once(program: Any, oracle: Any, opts: Options, **kw: Any) -> Any:
+    """One execution of the workload under opts' step budget and timer mode (`kw`: the rest of
+    runner.run_once's options); a nondeterministic workload is an input error."""
+    from chaossloth import runner
+
+    try:
+        return runner.run_once(
+            program.factory, max_steps=opts.max_steps, timers=opts.timers, oracle=oracle, **kw
+        )
+    except NondeterminismError as exc:
+        raise InputError(f"the workload is nondeterministic: {exc}") from None
+
+
 def _input_problem_of(failure: Any, max_steps: int) -> str | None:
     """A failure that means the workload cannot be explored at all (not a race)."""
     if failure is None:
@@ -332,23 +345,8 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
 
     # 1. capture -------------------------------------------------------------------------
     with pr.stage("capture"):
-        try:
-            first = runner.run_once(
-                program.factory,
-                max_steps=opts.max_steps,
-                timers=opts.timers,
-                oracle=oracle,
-                detailed=True,
-            )
-            second = runner.run_once(
-                program.factory,
-                max_steps=opts.max_steps,
-                timers=opts.timers,
-                oracle=oracle,
-                detailed=False,
-            )
-        except NondeterminismError as exc:
-            raise InputError(f"the workload is nondeterministic: {exc}") from None
+        first = _run_once(program, oracle, opts, detailed=True)
+        second = _run_once(program, oracle, opts, detailed=False)
         problem = _input_problem_of(first.failure, opts.max_steps)
         if problem:
             raise InputError(problem)
@@ -591,22 +589,16 @@ def _replays(path: str, program: Any, oracle: Any, opts: Options) -> bool:
 def _detailed_replay(program: Any, failing: Any, oracle: Any, opts: Options) -> _Detailed:
     """The failing execution with its trace and the explorer that ran it, for diagnosis: the
     exploration's own detailed re-run when it has one, else a replay of its schedule."""
-    from chaossloth import runner
-
     if failing.explorer is not None and failing.trace is not None:
         return _Detailed(failing, failing.explorer)
-    try:
-        r = runner.run_once(
-            program.factory,
-            schedule=failing.schedule,
-            actor_paths=failing.actor_paths,
-            max_steps=opts.max_steps,
-            timers=opts.timers,
-            oracle=oracle,
-            detailed=True,
-        )
-    except NondeterminismError as exc:
-        raise InputError(f"the workload is nondeterministic: {exc}") from None
+    r = _run_once(
+        program,
+        oracle,
+        opts,
+        schedule=failing.schedule,
+        actor_paths=failing.actor_paths,
+        detailed=True,
+    )
     return _Detailed(r, r.explorer)
 
 
