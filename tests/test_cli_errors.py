@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -264,3 +266,39 @@ def test_unwritable_report_path(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert_input_error(r, "cannot write")
+
+
+def test_invariant_needs_a_cls_workload(tmp_path: Path) -> None:
+    r = cli("check", SEED, "--scenario", "two_requests", "--invariant", "anything", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "--invariant" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_closed_output_pipe_is_not_an_internal_error(tmp_path: Path) -> None:
+    """`chaossloth check ... | head -1`: the reader leaves early; no 'internal error'."""
+    env = dict(os.environ)
+    env.pop("CHAOSSLOTH_DEBUG", None)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chaossloth",
+            "check",
+            SEED,
+            "--scenario",
+            "two_requests",
+            "--no-telemetry",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like `head -1`
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert "internal error" not in err and "Traceback" not in err
+    assert proc.returncode in (1, 141)  # finished before the pipe closed, or noticed it

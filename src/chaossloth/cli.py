@@ -36,7 +36,8 @@ _EPILOG = """commands:
   FILE ...               the whole pipeline (as check; lock synthesis is not implemented yet)
   replay SCHEDULE_FILE   re-execute a failing schedule (exit 1: fails, 0: passes now,
                          2: the schedule no longer fits the program)
-  trace ...              capture event-loop telemetry of a run (see chaossloth trace -h)
+  trace ...              one recorded run, step by step: reads, writes, awaits and
+                         happens-before edges (see chaossloth trace -h)
   fix ...                lock synthesis (not implemented yet)
 
 exit codes: 0 no failing schedule, 1 failing schedule found, 2 usage or input error"""
@@ -116,7 +117,13 @@ def _add_check_options(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="auto (default): dpor within the budget, then sampling (pct)",
     )
-    e.add_argument("--max-executions", metavar="N", type=_positive_int, dest="max_executions")
+    e.add_argument(
+        "--max-executions",
+        metavar="N",
+        type=_positive_int,
+        dest="max_executions",
+        help="stop after N executions (default: no limit; the time limit applies)",
+    )
     e.add_argument(
         "--time-limit",
         metavar="SECONDS",
@@ -132,7 +139,9 @@ def _add_check_options(p: argparse.ArgumentParser) -> None:
         default=10000,
         help="steps per execution before it counts as a livelock",
     )
-    e.add_argument("--seed", type=_seed, default=0, help="seed of the sampling strategies")
+    e.add_argument(
+        "--seed", type=_seed, default=0, help="seed of the sampling strategies (default 0)"
+    )
     e.add_argument(
         "--timers",
         choices=("strict", "relaxed"),
@@ -170,10 +179,9 @@ def _add_check_options(p: argparse.ArgumentParser) -> None:
 
 
 def _check_parser(prog: str, full: bool) -> argparse.ArgumentParser:
-    what = "the whole pipeline" if full else "find, replay and explain a failing schedule"
     p = argparse.ArgumentParser(
         prog=prog,
-        description=f"{_DESCRIPTION} ({what})",
+        description=_DESCRIPTION if not full else f"{_DESCRIPTION} (the whole pipeline)",
         epilog=_EPILOG if full else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -190,7 +198,13 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
     from chaossloth import pipeline
 
     prog = "chaossloth" if full else "chaossloth check"
-    ns = _check_parser(prog, full).parse_args(list(argv))
+    parser = _check_parser(prog, full)
+    ns = parser.parse_args(list(argv))
+    if ns.invariant and not ns.cls:
+        parser.error(
+            "--invariant takes the object of a --cls/--method workload; a --scenario "
+            "asserts what must hold itself"
+        )
     program = pipeline.load(
         ns.file,
         scenario=ns.scenario,
@@ -318,6 +332,16 @@ def _top_help() -> str:
     )
 
 
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     from chaossloth.errors import InputError
@@ -350,6 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except BrokenPipeError:
+        # the reader (`| head`) went away: nothing left to say to it
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader left
     except RecursionError:
         _err("the workload recursed too deeply")
         return EXIT_INPUT
