@@ -80,7 +80,14 @@ def test_bug_found_classified_and_replayed(
     assert [s["name"] for s in rep["stages"]][:3] == ["capture", "alphabet", "collapse"]
     assert rep["stages"][-1]["name"] == "verdict"
     assert rep["natural_failure_rate"]["runs"] > 0
-    assert "estimate_seconds" in rep["collision_window"]
+    assert rep["collision_window"]["kind"] in (
+        "estimate",
+        "lower_bound",
+        "every_offset",
+        "no_collision",
+        "no_fit",
+        "not_applicable",
+    )
     if hazard == "deadlock":
         cycle = rep["findings"][0]["cycle"]
         assert len(cycle) == 2 and {c["task"] for c in cycle} == {c["held_by"] for c in cycle}

@@ -22,7 +22,14 @@ Collision window: the workers (tasks started by the workload's root task) start 
 offset's pass/fail goes to the engine's window posterior (``_core.window_estimate``). The model
 (see engine/window.c): a run fails when the arrivals are closer than an unknown width W, with a
 small probability of flipping either way; the posterior over W gives the estimate and a 95%
-credible interval, read as "two requests arriving closer than W collide".
+credible interval, read as "two requests arriving closer than W collide". The sentence only
+claims what the sweep shows (``window_verdict``): when the posterior's median lies beyond the
+widest offset tried (the widest offsets still fail), the report gives a lower bound, "at least
+the widest offset", never the prior's tail; when it lies below the closest offset, no window
+fits; interval ends outside the sweep read "below"/"beyond" the swept range. A workload whose
+root task starts fewer than two tasks has no two arrivals to stagger: the sweep is skipped and
+the window reported as not applicable. The JSON entry carries the verdict (``kind``), the
+swept range and, only for an estimate inside it, the posterior's numbers.
 
 A run that leaves nothing to run while the workload is still waiting (a deadlock) or exceeds the
 iteration cap (a livelock) counts as a failure. A workload that opens real I/O cannot be measured
@@ -127,7 +134,7 @@ class JitterLoop(asyncio.SelectorEventLoop):
             delay = 0.0
             if id(task) not in self._seen:
                 self._seen.add(id(task))
-                if self._offset > 0 and asyncio.current_task(self) is self._root:
+                if asyncio.current_task(self) is self._root:  # a worker's first step
                     delay += self._offset * self._workers
                     self._workers += 1
             if self._jitter > 0:
@@ -142,6 +149,7 @@ class RunResult:
     failed: bool
     duration: float  # fast-forward seconds of the run
     reason: str = ""
+    workers: int = 0  # tasks the workload's root task started (the ones offsets stagger)
 
 
 def run_on_stock_loop(
@@ -156,6 +164,7 @@ def run_on_stock_loop(
     loop = JitterLoop(random.Random(seed), jitter=jitter, offset=offset)
     failed, reason = False, ""
     value: Any = None
+    workers = 0
     try:
         start = loop.time()
         task = loop.create_task(_call(trial))
@@ -171,6 +180,7 @@ def run_on_stock_loop(
                 raise
             failed, reason = True, f"{type(exc).__name__}: {exc}"
         duration = loop.time() - start
+        workers = loop._workers
     finally:
         _shutdown(loop)
     if not failed and judge is not None:
@@ -180,7 +190,7 @@ def run_on_stock_loop(
             verdict = f"{type(exc).__name__}: {exc}"
         if verdict is not None and verdict is not True:
             failed, reason = True, str(verdict)
-    return RunResult(failed, duration, reason)
+    return RunResult(failed, duration, reason, workers)
 
 
 async def _call(trial: Trial) -> Any:
@@ -215,6 +225,8 @@ class Telemetry:
     offsets: list[float] = field(default_factory=list)
     offset_failed: list[bool] = field(default_factory=list)
     window: dict[str, float] = field(default_factory=dict)
+    workers: int = 0
+    kind: str = ""
     sentence: str = ""
     error: str = ""
     seconds: float = 0.0
@@ -223,11 +235,25 @@ class Telemetry:
         natural: dict[str, Any] = {"runs": self.runs, "failures": self.failures}
         natural.update(self.rate)
         natural["jitter_seconds"] = self.jitter_seconds
-        window: dict[str, Any] = dict(self.window)
+        # the posterior's numbers only where the data bounds the window on both sides;
+        # elsewhere they would be the prior's (see window_verdict)
+        window: dict[str, Any] = {
+            "estimate_seconds": None,
+            "low_seconds": None,
+            "high_seconds": None,
+        }
+        if self.kind == WINDOW_ESTIMATE:
+            window.update(self.window)
+        if self.kind in (WINDOW_LOWER_BOUND, WINDOW_EVERY_OFFSET):
+            window["lower_bound_seconds"] = max(self.offsets)
         window.update(
             {
+                "kind": self.kind,
+                "workers": self.workers,
                 "offsets": len(self.offsets),
                 "failing_offsets": sum(self.offset_failed),
+                "offset_min_seconds": min(self.offsets) if self.offsets else None,
+                "offset_max_seconds": max(self.offsets) if self.offsets else None,
                 "run_seconds": self.run_seconds,
                 "sentence": self.sentence,
             }
@@ -254,6 +280,87 @@ def _posterior(value: Any, names: tuple[str, str, str]) -> dict[str, float]:
         }
     est, lo, hi = value
     return {names[0]: float(est), names[1]: float(lo), names[2]: float(hi)}
+
+
+WINDOW_ESTIMATE = "estimate"
+"""The posterior's median lies inside the sweep: the estimate stands."""
+WINDOW_LOWER_BOUND = "lower_bound"
+"""The median lies beyond the widest offset: the data shows no upper edge, only a bound."""
+WINDOW_EVERY_OFFSET = "every_offset"
+"""Every offset tried failed (a lower bound too)."""
+WINDOW_NO_COLLISION = "no_collision"
+"""No offset failed."""
+WINDOW_NO_FIT = "no_fit"
+"""The median lies below the closest offset: failures do not come from close arrivals."""
+WINDOW_NOT_APPLICABLE = "not_applicable"
+"""Fewer than two concurrent workers: there are no two arrivals to bring together."""
+
+
+def window_verdict(offsets: list[float], failed: list[bool], window: dict[str, float]) -> str:
+    """What the sweep's data can say about the window, given the posterior ``window``.
+
+    The model (engine/window.c) expects close arrivals to fail and distant ones to pass. The
+    data can only place the window's edge between offsets the sweep tried: where the
+    posterior's median lies beyond the widest offset, the widest offsets still fail and the
+    mass out there is the prior's (log-uniform up to 10 s), so its "estimate" would be the
+    prior's tail; all the data says is "at least the widest offset". Where the median lies
+    below the closest offset, even the closest arrivals mostly pass: the failures that were
+    seen do not come from close arrivals (or the window is narrower than the sweep sees)."""
+    n = len(offsets)
+    fails = sum(bool(f) for f in failed)
+    if n == 0 or fails == 0:
+        return WINDOW_NO_COLLISION
+    if fails == n:
+        return WINDOW_EVERY_OFFSET
+    median = window.get("estimate_seconds", math.nan)
+    if median >= max(offsets):
+        return WINDOW_LOWER_BOUND
+    if median <= min(offsets):
+        return WINDOW_NO_FIT
+    return WINDOW_ESTIMATE
+
+
+def window_sentence(tel: Telemetry) -> str:
+    """The report's sentence for stage 4's collision window (``tel.kind`` decided)."""
+    if tel.kind == WINDOW_NOT_APPLICABLE:
+        started = "starts no concurrent task" if tel.workers == 0 else "starts only one task"
+        seen = f"no collision seen in {tel.runs} runs; " if tel.runs and not tel.failures else ""
+        return (
+            f"{seen}the collision window does not apply: the workload {started} (the window "
+            "measures how close together two concurrent requests must arrive to collide)"
+        )
+    lo, hi = human_seconds(min(tel.offsets)), human_seconds(max(tel.offsets))
+    n, fails = len(tel.offsets), sum(tel.offset_failed)
+    if tel.kind == WINDOW_NO_COLLISION:
+        return f"no collision seen for arrivals {lo} to {hi} apart ({n} offsets tried)"
+    if tel.kind == WINDOW_EVERY_OFFSET:
+        return (
+            f"the collision window is at least {hi}: every offset tried, {lo} to {hi}, "
+            f"collided ({n}/{n}); no pass was seen, so its upper edge is unknown"
+        )
+    if tel.kind == WINDOW_LOWER_BOUND:
+        return (
+            f"the collision window is at least {hi}: the widest offsets tried, up to {hi}, "
+            f"still collided ({fails}/{n} offsets from {lo} failed), so its upper edge is "
+            "beyond the sweep"
+        )
+    if tel.kind == WINDOW_NO_FIT:
+        return (
+            f"no collision window fits: {fails}/{n} offsets from {lo} to {hi} failed, but even "
+            f"the closest arrivals, {lo} apart, mostly passed: the failures do not come from "
+            f"two requests arriving close together (or only closer than {lo})"
+        )
+    w = tel.window
+    # the interval's ends, where they fall outside the sweep, are the prior's: say so
+    low = f"below {lo}" if w["low_seconds"] < min(tel.offsets) else human_seconds(w["low_seconds"])
+    high = (
+        f"beyond {hi}" if w["high_seconds"] > max(tel.offsets) else human_seconds(w["high_seconds"])
+    )
+    return (
+        f"two requests arriving closer than {human_seconds(w['estimate_seconds'])} "
+        f"collide (95% credible interval {low} to {high}; offsets tried {lo} to {hi}, "
+        f"{fails}/{n} failed)"
+    )
 
 
 def human_seconds(s: float) -> str:
@@ -284,6 +391,7 @@ def measure(
     try:
         base = run_on_stock_loop(trial, seed=seed, judge=judge)
         tel.run_seconds = base.duration
+        tel.workers = base.workers
         jitter = max(base.duration / 2.0, 10e-6)
         tel.jitter_seconds = jitter
         half = budget / 2.0
@@ -295,6 +403,11 @@ def measure(
             _core.rate_estimate(tel.failures, tel.runs), ("estimate", "low", "high")
         )
 
+        if tel.workers < 2:  # offsets stagger workers: with one, every offset is the same run
+            tel.kind = WINDOW_NOT_APPLICABLE
+            tel.sentence = window_sentence(tel)
+            tel.seconds = time.perf_counter() - t0
+            return tel
         span = max(2.0 * base.duration, 20e-6)
         small = jitter / 10.0
         for _ in range(4):  # widen while the widest offset still fails
@@ -315,18 +428,8 @@ def measure(
             _core.window_estimate(tel.offsets, tel.offset_failed),
             ("estimate_seconds", "low_seconds", "high_seconds"),
         )
-        w = tel.window
-        if not any(tel.offset_failed):
-            tel.sentence = (
-                f"no collision seen for arrivals {human_seconds(min(tel.offsets))} to "
-                f"{human_seconds(max(tel.offsets))} apart"
-            )
-        else:
-            tel.sentence = (
-                f"two requests arriving closer than {human_seconds(w['estimate_seconds'])} "
-                f"collide (95% credible interval {human_seconds(w['low_seconds'])} to "
-                f"{human_seconds(w['high_seconds'])})"
-            )
+        tel.kind = window_verdict(tel.offsets, tel.offset_failed, tel.window)
+        tel.sentence = window_sentence(tel)
     except _RealIO as exc:
         tel.error = f"not measured: {exc} (real I/O cannot be fast-forwarded)"
     tel.seconds = time.perf_counter() - t0

@@ -195,6 +195,9 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         self._cs_foreign_error: str | None = None
         self._cs_created: list[weakref.ref[Any]] = []
         self._cs_created_pruned = 64
+        # the runner's readable actor names ("Task main/0 (Worker.run)"): messages name a
+        # task by its creation path when set, by its asyncio name ("Task-3") otherwise
+        self._cs_namer: Callable[[int], str] | None = None
         self.set_debug(coroutines._is_debug_mode() if debug is None else bool(debug))
 
     def __repr__(self) -> str:
@@ -538,8 +541,35 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         ordered.extend(sorted(pending.values(), key=lambda t: t.get_name()))
         return ordered
 
+    def _cs_task_labeller(self) -> Callable[[Any], str]:
+        """How messages name a task: the runner's creation-path name when the loop knows the
+        task's actor and has a namer, else "task 'Task-3' (coro())"."""
+        namer = self._cs_namer
+        if namer is None:
+            return _task_label
+        try:
+            actor_of = {id(v): a for a, v in self._cs_actors().items() if asyncio.isfuture(v)}
+        except Exception:  # noqa: BLE001 - no actor table: asyncio names will do
+            return _task_label
+
+        def label(t: Any) -> str:
+            a = actor_of.get(id(t))
+            if a is not None:
+                try:
+                    return namer(a)
+                except Exception:  # noqa: BLE001, S110 - a name is not worth a crash
+                    pass
+            return _task_label(t)
+
+        return label
+
     def _cs_actor_name(self, actor: int) -> str:
         """A readable name of an actor of the current execution (for messages)."""
+        if self._cs_namer is not None:
+            try:
+                return self._cs_namer(actor)
+            except Exception:  # noqa: BLE001, S110 - fall back to the loop's own naming
+                pass
         info = self._cs_actors().get(actor)
         if isinstance(info, str):
             kinds = self._cs_actor_kinds
@@ -601,13 +631,14 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         pending = [t for t in self._cs_tasks_in_order() if not t.done()]
         blocked: list[tuple[str, str | None, str]] = []
         lines = []
+        label = self._cs_task_labeller()
         for t in pending:
             name = t.get_name()
             site = _suspension_site(t)
-            what = _waits_for(t, pending)
+            what = _waits_for(t, pending, label)
             blocked.append((name, site, what))
             where = f"suspended at {site}" if site else "not started"
-            lines.append(f"  - task {name!r} ({_coro_name(t)}) {where}, waiting for {what}")
+            lines.append(f"  - {label(t)} {where}, waiting for {what}")
         if not pending:
             msg = (
                 "deadlock: nothing can run (no callback ready, no timer pending) and no task is "
@@ -774,7 +805,16 @@ def _task_label(t: Any) -> str:
     return f"task {t.get_name()!r} ({_coro_name(t)})"
 
 
-def _waits_for(task: Any, others: list[Any] = ()) -> str:  # type: ignore[assignment]
+def _is_task(obj: Any) -> bool:
+    """asyncio.Task, or the pure-Python Task the recording runs use (not its subclass)."""
+    return isinstance(obj, asyncio.Task) or (asyncio.isfuture(obj) and hasattr(obj, "get_coro"))
+
+
+def _waits_for(
+    task: Any,
+    others: list[Any] = (),  # type: ignore[assignment]
+    label: Callable[[Any], str] = _task_label,
+) -> str:
     frames = _coro_frames(task)
     for frame in frames:
         if frame.f_code.co_filename.startswith(_OUR_DIR):
@@ -793,19 +833,17 @@ def _waits_for(task: Any, others: list[Any] = ()) -> str:  # type: ignore[assign
             return f"{type(obj).__name__}.{method}() on {name}" + (f" ({state})" if state else "")
         if isinstance(obj, asyncio.TaskGroup):
             children = [t for t in getattr(obj, "_tasks", ()) if not t.done()]
-            labels = ", ".join(_task_label(t) for t in children)
+            labels = ", ".join(label(t) for t in children)
             return f"its TaskGroup's tasks to finish ({labels or 'none left'})"
     waiter = getattr(task, "_fut_waiter", None)
     if waiter is None:
         return "nothing it can be woken by (no pending future)"
-    if isinstance(waiter, asyncio.Task):
-        return f"{_task_label(waiter)} to finish"
+    if _is_task(waiter):
+        return f"{label(waiter)} to finish"
     children = getattr(waiter, "_children", None)
     if children is not None:
         pending = [c for c in children if not c.done()]
-        labels = ", ".join(
-            _task_label(c) if isinstance(c, asyncio.Task) else "a Future" for c in pending
-        )
+        labels = ", ".join(label(c) if _is_task(c) else "a Future" for c in pending)
         return f"gather() of {len(children)} awaitables, unfinished: {labels or 'none'}"
     for frame in frames:
         code = frame.f_code
@@ -813,9 +851,7 @@ def _waits_for(task: Any, others: list[Any] = ()) -> str:  # type: ignore[assign
             fs = frame.f_locals.get("fs")
             if fs:
                 labels = ", ".join(
-                    _task_label(f) if isinstance(f, asyncio.Task) else "a Future"
-                    for f in fs
-                    if not f.done()
+                    label(f) if _is_task(f) else "a Future" for f in fs if not f.done()
                 )
                 return f"asyncio.wait() on: {labels}"
     created = ""

@@ -462,8 +462,10 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
             pr.say(f"hazard: {head}")
             if res.failure is not None:
                 who = f" in {res.failure['task']}" if res.failure.get("task") else ""
-                first_line = str(res.failure["message"]).split("\n", 1)[0]
+                first_line, *rest = str(res.failure["message"]).rstrip().split("\n")
                 pr.say(f"failure{who}: {res.failure['type']}: {_one_line(first_line)}")
+                for more in rest:  # a deadlock lists each waiting task on a line of its own
+                    pr.say(f"  {more.strip()}")
             for fd in res.findings[:3]:
                 pr.say(fd.text)
             res.mermaid = rp.mermaid(
@@ -1083,7 +1085,7 @@ def replay_file(
         w.write(f"replayed {n_steps} steps in {secs:.3f}s: the failure reproduces{times}\n")
         if f is not None:
             who = f" in {f.task}" if f.task else ""
-            w.write(f"{f.kind}{who}: {f.type_name}: {_one_line(f.message)}\n")
+            w.write(f"{f.kind}{who}: {f.type_name}: {f.message.rstrip()}\n")
             if f.traceback:
                 w.write(f.traceback.rstrip() + "\n")
         if mermaid_path:

@@ -55,7 +55,8 @@ class Failure:
 
     `details` holds what a kind knows beyond its message; for a deadlock, ``"blocked"``: one
     dict per task still waiting, ``{"actor": actor id or None, "name": asyncio task name,
-    "site": "file:line" or None, "waits_for": what it waits for}`` (JSON-ready)."""
+    "task": creation-path name (when the actor is known), "site": "file:line" or None,
+    "waits_for": what it waits for}`` (JSON-ready)."""
 
     kind: str
     type_name: str
@@ -229,21 +230,38 @@ class _Handler:
             self.unretrieved.append((fut, exc))
 
 
+def _user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of exc's traceback that are not ChaosSloth's or asyncio's own."""
+    asyncio_dir = os.path.dirname(asyncio.__file__)
+    return [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(_PKG_DIR) and not f.filename.startswith(asyncio_dir)
+    ]
+
+
 def _user_traceback(exc: BaseException) -> str:
     """The traceback of exc without ChaosSloth's and asyncio's own frames."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    asyncio_dir = os.path.dirname(asyncio.__file__)
-    kept = traceback.StackSummary.from_list(
-        [
-            f
-            for f in frames
-            if not f.filename.startswith(_PKG_DIR) and not f.filename.startswith(asyncio_dir)
-        ]
-    )
+    kept = traceback.StackSummary.from_list(_user_frames(exc))
     text = "Traceback (most recent call last):\n" if kept else ""
     text += "".join(kept.format())
     text += "".join(traceback.format_exception_only(type(exc), exc))
     return text
+
+
+def exception_message(exc: BaseException) -> str:
+    """str(exc); for a bare ``assert`` (an AssertionError without a message), the failing
+    source line of the user's code and where it is: "assert c.n == 2 (test_race.py:31)"."""
+    msg = str(exc)
+    if msg or not isinstance(exc, AssertionError):
+        return msg
+    frames = _user_frames(exc) or traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "assertion failed (no traceback to show which)"
+    last = frames[-1]
+    where = f"{os.path.basename(last.filename)}:{last.lineno}"
+    line = (last.line or "").strip()
+    return f"{line} ({where})" if line else f"assertion failed at {where}"
 
 
 def _failure_from_exc(kind: str, exc: BaseException, task: str | None) -> Failure:
@@ -252,7 +270,7 @@ def _failure_from_exc(kind: str, exc: BaseException, task: str | None) -> Failur
     return Failure(
         kind=kind,
         type_name=type(exc).__name__,
-        message=str(exc),
+        message=exception_message(exc),
         traceback=_user_traceback(exc),
         task=task,
     )
@@ -393,7 +411,26 @@ class _Driver:
             if fut_cls is not None:
                 loop._cs_future_class = fut_cls
         loop._cs_task_class = _tracking_task_class(task_cls)
+        if hasattr(loop, "_cs_namer"):
+            loop._cs_namer = lambda actor: self._live_name(loop, actor)
         return loop
+
+    def _live_name(self, loop: Any, actor: int) -> str:
+        """The creation-path name of an actor of the running execution ("Task main/0
+        (Worker.run)"), for the loop's messages (deadlock, divergence)."""
+        self._learn_actors(loop, [actor])
+        return self.names.name(actor)
+
+    def _learn_actors(self, loop: Any, actors: Iterable[int]) -> None:
+        """Tells the names what kind (task or callback) the loop's actors are, and what they
+        run, so that names made mid-execution match the ones the report uses."""
+        actors = list(actors)
+        if all(a in self.names.kinds for a in actors):
+            return
+        kinds = getattr(loop, "_cs_actor_kinds", None)
+        if isinstance(kinds, dict):
+            self.names.kinds.update(kinds)
+        self.names.describe_from(loop, actors)
 
     def _install(self) -> Callable[[], None]:
         sync = self.sync
@@ -566,7 +603,13 @@ class _Driver:
             actor = _actor_of(task) if task is not None else None
             if actor is None and task is not None:
                 actor = actor_by_id.get(id(task))
-            out.append({"actor": actor, "name": name, "site": site, "waits_for": what})
+            entry = {"actor": actor, "name": name, "site": site, "waits_for": what}
+            if actor is not None:
+                try:
+                    entry["task"] = self._live_name(loop, actor)
+                except ValueError:  # an actor the table does not know: its asyncio name only
+                    pass
+            out.append(entry)
         return out
 
     def _divergence(self, exc: BaseException, loop: Any) -> dict[str, Any]:
@@ -581,12 +624,15 @@ class _Driver:
             if v is not None and attr not in info:
                 info[attr] = v
         exp = info.get("expected")
+        en = info.get("enabled")
+        listed = list(en) if isinstance(en, (list, tuple)) else []
+        known = [a for a in [exp, *listed] if isinstance(a, int)]
+        self._learn_actors(loop, known)
         if isinstance(exp, int):
             try:
                 info["expected_name"] = self.names.name(exp)
             except ValueError:  # an actor id the table does not know: left unnamed
                 pass
-        en = info.get("enabled")
         if isinstance(en, (list, tuple)):
             names = []
             for a in en:
@@ -751,7 +797,7 @@ def _run_oracle(oracle: Callable[[Any], Any], value: Any) -> Failure | None:
     try:
         verdict = oracle(value)
     except AssertionError as exc:
-        return Failure("oracle", "AssertionError", str(exc), _user_traceback(exc))
+        return Failure("oracle", "AssertionError", exception_message(exc), _user_traceback(exc))
     except _errors.InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - the oracle broke on this value: a failure to report
