@@ -19,6 +19,8 @@
  *     gr / cr take the already-loaded value and return it, gw / cw record a
  *     store that the following native STORE performed, rd / it record a whole
  *     read (len(), iteration) and return the object.
+ *   - call hooks: newcall (allocations) and call (any other call handing
+ *     mutable arguments to code that may not record its own accesses).
  *
  * Argument order puts the stored value FIRST in the store hooks
  * (sa(value, obj, name, site)) because Python evaluates the right-hand side
@@ -821,6 +823,8 @@ cleanup:
     return obj;
 }
 
+static int record_args(PyObject *f, PyObject *const *args, Py_ssize_t n, PyObject *site);
+
 /* newcall(f, site, *args, **kw) -> f(*args, **kw), for calls of classes of
  * the instrumented module and of list / dict / set / bytearray.  What is
  * called is checked here, at run time: only a callee that always returns a
@@ -835,6 +839,8 @@ static PyObject *h_newcall(PyObject *m, PyObject *const *a, size_t nargsf, PyObj
     }
     PyObject *f = a[0];
     if (!hooks_ex) return PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
+    Py_ssize_t n = nargs - 2 + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (record_args(f, a + 2, n, a[1]) < 0) return NULL;
     int how = fresh_callee(f);
     if (how == NEW_CLASS) return construct((PyTypeObject *)f, a + 2, nargs - 2, kwnames, a[1]);
     PyObject *r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
@@ -842,6 +848,153 @@ static PyObject *h_newcall(PyObject *m, PyObject *const *a, size_t nargsf, PyObj
         record(r, CS_KEY_WHOLE, KIND_WRITE | CS_ID_CREATED, a[1], NULL, NULL) < 0)
         Py_CLEAR(r);
     return r;
+}
+
+/* ------------------------------------------------ calls of other code */
+
+/* What a call does to the mutable objects it is handed.  An instrumented
+ * callee records its own accesses (ARG_NONE); known pure builtins, builtin
+ * types (constructors) and builtin methods of the builtin containers and
+ * immutables only read their arguments (ARG_READ); any other callee may mutate
+ * them (ARG_WRITE: over-approximation is safe). */
+enum { ARG_NONE = 0, ARG_READ = KIND_READ, ARG_WRITE = KIND_WRITE };
+
+static PyObject *pure_builtin_names; /* frozenset of names in builtins */
+static PyObject *builtins_module;
+
+static int pure_builtin(PyObject *f) {
+    if (!pure_builtin_names) {
+        static const char *names[] = {
+            "abs", "all", "any", "ascii", "bin", "callable", "chr", "divmod", "format",
+            "getattr", "hasattr", "hash", "hex", "id", "isinstance", "issubclass", "iter",
+            "len", "max", "min", "oct", "ord", "pow", "print", "repr", "round", "sorted",
+            "sum", "dir", "vars", NULL};
+        PyObject *lst = PyList_New(0);
+        if (!lst) return -1;
+        for (const char **n = names; *n; n++) {
+            PyObject *s = PyUnicode_InternFromString(*n);
+            if (!s || PyList_Append(lst, s) < 0) {
+                Py_XDECREF(s);
+                Py_DECREF(lst);
+                return -1;
+            }
+            Py_DECREF(s);
+        }
+        pure_builtin_names = PyFrozenSet_New(lst);
+        Py_DECREF(lst);
+        if (!pure_builtin_names) return -1;
+        builtins_module = PyImport_ImportModule("builtins");
+        if (!builtins_module) return -1;
+    }
+    PyObject *self = PyCFunction_GET_SELF(f);
+    if (self != builtins_module) {
+        /* every function of math only reads its arguments (fsum, prod, dist...) */
+        const char *mod = PyModule_GetName(self);
+        if (!mod) return -1;
+        return strcmp(mod, "math") == 0;
+    }
+    const char *name = ((PyCFunctionObject *)f)->m_ml->ml_name;
+    PyObject *s = PyUnicode_FromString(name);
+    if (!s) return -1;
+    int r = PySet_Contains(pure_builtin_names, s);
+    Py_DECREF(s);
+    return r;
+}
+
+/* Is o of a builtin type whose builtin methods never mutate their arguments
+ * (they may store them, read them, or call back into code that records
+ * itself)? */
+static int plain_builtin_receiver(PyObject *o) {
+    PyTypeObject *t = Py_TYPE(o);
+    return PyList_Check(o) || PyDict_Check(o) || PyAnySet_Check(o) || PyTuple_Check(o) ||
+           PyUnicode_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || PyLong_Check(o) ||
+           PyFloat_Check(o) || PyComplex_Check(o) || t == &PyRange_Type ||
+           (PyType_Check(o) && !(((PyTypeObject *)o)->tp_flags & Py_TPFLAGS_HEAPTYPE));
+}
+
+static int arg_effect(PyObject *f) {
+    if (PyFunction_Check(f) || PyMethod_Check(f))
+        return is_instrumented_callable(f) ? ARG_NONE : ARG_WRITE;
+    if (PyCFunction_Check(f)) {
+        PyObject *self = PyCFunction_GET_SELF(f);
+        if (self && PyModule_Check(self)) {
+            int r = pure_builtin(f);
+            if (r < 0) return -1;
+            return r ? ARG_READ : ARG_WRITE;
+        }
+        return self && plain_builtin_receiver(self) ? ARG_READ : ARG_WRITE;
+    }
+    if (PyType_Check(f)) {
+        PyTypeObject *t = (PyTypeObject *)f;
+        if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return ARG_READ; /* builtin constructors */
+        if (fresh_callee(f) == NEW_CLASS) {
+            /* type.__call__ runs object.__new__ (ignores arguments), then __init__ */
+            static PyObject *init_name;
+            if (!init_name && !(init_name = PyUnicode_InternFromString("__init__"))) return -1;
+            PyObject *init = _PyType_Lookup(t, init_name); /* borrowed */
+            if (init && (is_instrumented_callable(init) ||
+                         init == _PyType_Lookup(&PyBaseObject_Type, init_name)))
+                return ARG_NONE;
+        }
+        return ARG_WRITE;
+    }
+    return ARG_WRITE;
+}
+
+/* An argument worth recording: not an immutable scalar, a static type, a
+ * function or a coroutine (a coroutine handed on records its accesses as it
+ * runs).  A bound method stands for its receiver; a tuple for its items. */
+static int record_arg(PyObject *o, int kind, PyObject *site, int depth) {
+    PyTypeObject *t = Py_TYPE(o);
+    if (o == Py_None || t == &PyLong_Type || t == &PyBool_Type || t == &PyFloat_Type ||
+        t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyComplex_Type ||
+        t == &PyRange_Type || o == Py_Ellipsis || o == Py_NotImplemented ||
+        PyFunction_Check(o) || PyCoro_CheckExact(o) ||
+        (PyType_Check(o) && !(((PyTypeObject *)o)->tp_flags & Py_TPFLAGS_HEAPTYPE)))
+        return 0;
+    if (t == &PyTuple_Type) {
+        if (depth >= 3) return record(o, CS_KEY_WHOLE, kind, site, NULL, NULL);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
+            if (record_arg(PyTuple_GET_ITEM(o, i), kind, site, depth + 1) < 0) return -1;
+        return 0;
+    }
+    if (PyMethod_Check(o)) return record_arg(PyMethod_GET_SELF(o), kind, site, depth + 1);
+    if (PyCFunction_Check(o)) {
+        PyObject *self = PyCFunction_GET_SELF(o);
+        if (!self || PyModule_Check(self)) return 0;
+        return record_arg(self, kind, site, depth + 1);
+    }
+    return record(holder_of(o), CS_KEY_WHOLE, kind, site, NULL, NULL);
+}
+
+/* Records what calling f does to its arguments a[0..n) (positional and
+ * keyword values alike). */
+static int record_args(PyObject *f, PyObject *const *args, Py_ssize_t n, PyObject *site) {
+    if (n == 0) return 0;
+    int kind = arg_effect(f);
+    if (kind < 0) return -1;
+    if (kind == ARG_NONE) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (record_arg(args[i], kind, site, 0) < 0) return -1;
+    return 0;
+}
+
+/* call(f, site, *args, **kw) -> f(*args, **kw), for a call of code that may
+ * not be instrumented: the mutable arguments are recorded as read or written
+ * according to arg_effect(f).  No Python frame is added, so frame-dependent
+ * callees, tracebacks and error messages are unchanged. */
+static PyObject *h_call(PyObject *m, PyObject *const *a, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "call(f, site, *args, **kw)");
+        return NULL;
+    }
+    PyObject *f = a[0];
+    if (hooks_ex) {
+        Py_ssize_t n = nargs - 2 + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+        if (record_args(f, a + 2, n, a[1]) < 0) return NULL;
+    }
+    return PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
 }
 
 /* ------------------------------------------------ driver-facing functions */
@@ -965,6 +1118,8 @@ static PyMethodDef hook_methods[] = {
     FAST("rd", h_rd, "rd(obj, site) -> obj: read of the whole object."),
     FAST("it", h_it, "it(obj, site) -> obj: iteration (read of containers, else write)."),
     FAST("new", h_new, "new(value, site) -> value: a fresh object created by the open step."),
+    {"call", (PyCFunction)(void (*)(void))h_call, METH_FASTCALL | METH_KEYWORDS,
+     "call(f, site, *args, **kw) -> f(*args, **kw); mutable arguments recorded per callee."},
     {"newcall", (PyCFunction)(void (*)(void))h_newcall, METH_FASTCALL | METH_KEYWORDS,
      "newcall(f, site, *args, **kw) -> f(*args, **kw); a fresh result is recorded as created."},
     FAST("record", h_record, "record(obj, kind, site=0, key=None): record an access."),

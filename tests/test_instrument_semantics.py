@@ -552,6 +552,78 @@ CASES: dict[str, str] = {
             p = P().bump().bump()
             return p, dataclasses.asdict(p), P.__dataclass_fields__['x'].default
     """,
+    # calls routed through the call hook (arguments handed to other code) and the
+    # frame-dependent builtins that must stay plain
+    "frame_dependent_calls": """
+        import sys
+        class A:
+            def m(self, x):
+                return ('A', x)
+        class B(A):
+            def m(self, x):
+                return ('B',) + super().m(x + 1)
+        def run():
+            z = 20
+            src = 'z * 2'
+            ev = eval  # an alias is routed through the hook: it must still see this frame
+            ns = {}
+            exec('w = z + 1', globals(), ns)
+            depth = 0
+            return (B().m(z), eval(src), ev(src), sorted(locals()), 'src' in vars(),
+                    'run' in globals(), sorted(dir())[:3], ns,
+                    __import__('math').floor(z / 3), sys._getframe(depth).f_code.co_name,
+                    eval(compile(src, '<c>', 'eval')))
+    """,
+    "calls_of_uninstrumented_code": """
+        import bisect, copy, functools, heapq, json, math, operator, random
+        class S:
+            def __init__(self):
+                self.items = [3, 1, 2]
+                self.q = []
+                self.d = {'b': 1}
+                self.names = ['x', 'y']
+        def helper(lst, k=1):
+            return [v * k for v in lst]
+        def run():
+            s = S()
+            heapq.heappush(s.q, len(s.items))
+            heapq.heappush(s.q, s.items[1])
+            bisect.insort(s.items, 5)
+            operator.setitem(s.d, 'a', s.items[0])
+            rng = random.Random(4)
+            lst = list(range(6))
+            rng.shuffle(lst)
+            c = copy.copy(s.d)
+            return (s.q, s.items, json.dumps(s.d, sort_keys=True), ', '.join(s.names), lst, c,
+                    math.fsum(s.items), functools.reduce(operator.add, s.items),
+                    helper(s.items, k=s.q[0]), max(*s.items), dict(s.d, z=s.q[-1]),
+                    sorted(s.items, key=lambda v: -v, reverse=True), print(end=''),
+                    isinstance(s.items, list), getattr(s, 'missing', s.q))
+    """,
+    "call_errors_keep_their_message": """
+        import math
+        def run():
+            x = 5
+            try:
+                x(x)
+            except TypeError as e:
+                first = str(e)
+            try:
+                math.sqrt(x, x)
+            except TypeError as e:
+                second = str(e)
+            f = lambda a: a['k']
+            return first, second, f({x: 1})
+    """,
+    "recursion_depth_unchanged": """
+        def down(n, acc):
+            if n == 0:
+                return len(acc)
+            acc.append(n)
+            return down(n - 1, acc)
+        def run():
+            return down(400, [])
+    """,
 }
 
 

@@ -33,6 +33,13 @@ their comprehensions                   flagged as created by the current step (C
                                        ``type`` and ``__new__`` = ``object.__new__``) and then
                                        records the instance as created before ``__init__``
                                        runs; any other callee is called plainly
+any other call with a non-constant     ``_cs_call(f, site, *args, **kw)``: the hook looks
+argument (``f(a)``, ``x.m(a)``,        at ``f`` at run time: instrumented code records
+``mod.f(a)``)                          nothing extra; pure builtins, ``math``, builtin
+                                       types and builtin methods of builtin containers
+                                       and immutables read each mutable argument (whole);
+                                       anything else writes it (a tuple stands for its
+                                       items, a bound method for its receiver)
 ====================================  ================================================
 
 Evaluation order is kept: store hooks take the value first (Python evaluates the right-hand
@@ -45,9 +52,12 @@ Not rewritten (on purpose): annotations (``from __future__ import annotations`` 
 strings), ``match`` patterns (they must stay dotted names), name accesses in class bodies and at
 module level (they run at import time), comprehension targets.  Known gaps, all
 under-approximations a user is unlikely to meet: reads of class attributes through an instance
-(``self.x`` where ``x`` lives on the class) are recorded on the instance only; arguments passed
-to uninstrumented functions (``heapq.heappush(self.h, x)`` records the read of ``self.h``, not
-the push); reads of module-level names bound only by ``def``/``class``/``import`` and never
+(``self.x`` where ``x`` lives on the class) are recorded on the instance only; calls with
+``*args`` / ``**kw`` and the frame-dependent builtins (``FRAME_BUILTINS``) are not routed through
+``_cs_call``, so what they hand to uninstrumented code is not recorded; a bound method called
+through a variable (``cb = self.q.append; cb(x)``) records its arguments, not its receiver;
+objects reached later from an iterator or view an uninstrumented callee kept are not recorded
+again; reads of module-level names bound only by ``def``/``class``/``import`` and never
 declared ``global`` are not recorded (monkeypatching them from another task would be missed).
 """
 
@@ -196,7 +206,12 @@ _IOPS = {
 }  # fmt: skip
 
 _HOOKS = ("ga", "sa", "da", "gi", "si", "di", "cm", "ck", "contains", "gr", "gw", "cr", "cw",
-          "rd", "it", "new", "newcall")  # fmt: skip
+          "rd", "it", "new", "newcall", "call")  # fmt: skip
+
+#: builtins whose behaviour depends on the calling frame, or that must stay recognisable to the
+#: compiler: never routed through the call hook
+FRAME_BUILTINS = frozenset(["super", "locals", "globals", "vars", "dir", "eval", "exec",
+                            "compile", "__import__", "breakpoint"])  # fmt: skip
 
 #: builtins whose call always returns a new object (checked again at run time by newcall)
 NEW_BUILTINS = frozenset(["list", "dict", "set", "bytearray"])
@@ -701,7 +716,7 @@ class Instrumenter(ast.NodeTransformer):
             getter = self._call(
                 "cm", [new_recv, ast.Constant(attr), ast.Constant(kind_v), site, attr_site], func
             )
-            return self._loc(ast.Call(getter, args, keywords), node)
+            return self._arg_call(self._loc(ast.Call(getter, args, keywords), node), node)
         if isinstance(func, ast.Name) and self._is_builtin(func.id):
             hook = "it" if func.id in ITER_BUILTINS else "rd" if func.id in READ_BUILTINS else None
             visit = self._visit_consumed if hook == "it" else self.visit
@@ -718,10 +733,27 @@ class Instrumenter(ast.NodeTransformer):
                 node.args = wrapped
             if func.id in NEW_BUILTINS and self._plain_args(node):
                 return self._newcall(node)
+            if hook is None and func.id not in FRAME_BUILTINS:
+                return self._arg_call(node, node)
             return node
         if isinstance(func, ast.Name) and self._is_module_class(func.id) and self._plain_args(node):
             return self._newcall(self.generic_visit(node))  # type: ignore[arg-type]
-        return self.generic_visit(node)
+        return self._arg_call(self.generic_visit(node), node)  # type: ignore[arg-type]
+
+    def _arg_call(self, new: ast.Call, old: ast.Call) -> ast.expr:
+        """`new` (instrumented) as call(func, site, *args, **kw), so that the arguments handed
+        to code that does not record itself are recorded (read by pure builtins, written by
+        anything else).  Calls with nothing but constants to hand over stay plain, as do calls
+        with `*args` / `**kw` (forwarding them would change error messages)."""
+        if not self._plain_args(new):
+            return new
+        values = [*new.args, *(k.value for k in new.keywords)]
+        if all(isinstance(v, ast.Constant) for v in values):
+            return new
+        site = self._site(old, self.src.segment(old), "call")
+        call = ast.Call(ast.Name("_cs_call", ast.Load()), [new.func, site, *new.args],
+                        new.keywords)  # fmt: skip
+        return self._loc(call, old)  # type: ignore[no-any-return]
 
     @staticmethod
     def _plain_args(node: ast.Call) -> bool:
