@@ -46,6 +46,9 @@ BUGS = [
     ("lazy_init.py", ["--cls", "Client", "--method", "connection"], "check-then-act"),
     ("lock_order_deadlock.py", ["--scenario", "opposite_transfers"], "deadlock"),
     ("timeout_cancel.py", ["--scenario", "withdraw_with_timeout"], "cancellation"),
+    # passes in asyncio's own order; relaxed timers (the pipeline switches to them by itself
+    # when the stock loop fails with jitter: tests/test_pipeline_timers.py) expose the race
+    ("flaky_inventory.py", ["--scenario", "last_item", "--timers", "relaxed"], "check-then-act"),
 ]
 
 

@@ -25,6 +25,7 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import io
 import linecache
@@ -83,6 +84,7 @@ class Result:
     replay_reproduces: bool | None = None
     program: dict[str, Any] = field(default_factory=dict)
     strategy: str = "auto"
+    timers: str = "strict"  #: the timer mode the verdict's exploration used
     not_implemented: list[str] = field(default_factory=list)
     mermaid: str = ""
 
@@ -127,6 +129,7 @@ class Result:
             "replay_reproduces": self.replay_reproduces,
             "program": self.program,
             "strategy": self.strategy,
+            "timers": self.timers,
         }
         if self.not_implemented:
             d["not_implemented"] = self.not_implemented
@@ -333,11 +336,75 @@ def _task_label(name: str) -> str:
 # ------------------------------------------------------------------ the pipeline
 
 
-def run(program: Any, opts: Options, out: TextIO | None) -> Result:
-    """Runs the stages on a loaded program and returns the result (writes files as asked)."""
+def _explore(program: Any, opts: Options, oracle: Any, res: Result, pr: Any) -> Any:
+    """Stage 3 under opts: explores, fills res's counts, says what it found and returns the
+    minimal failing execution (or None)."""
     from chaossloth import runner
 
-    res = Result(program=program.describe(), strategy=opts.strategy)
+    try:
+        ex = runner.explore(
+            program.factory,
+            strategy=opts.strategy,
+            seed=opts.seed,
+            max_executions=opts.max_executions,
+            time_limit=opts.time_limit,
+            max_steps=opts.max_steps,
+            timers=opts.timers,
+            stop_on_failure=opts.stop_on_failure,
+            oracle=oracle,
+            progress=opts.progress,
+        )
+    except NondeterminismError as exc:
+        raise InputError(f"the workload is nondeterministic: {exc}") from None
+    res.executions = ex.executions
+    res.failing_executions = ex.failing_executions
+    res.distinct_traces = ex.distinct_traces
+    res.complete = bool(ex.complete)
+    res.explore_seconds = ex.explore_seconds
+    strategies = "+".join(p.get("strategy", "?") for p in ex.phases) or opts.strategy
+    pr.say(
+        f"{ex.executions} executions ({strategies}), {ex.distinct_traces} distinct traces, "
+        f"{ex.failing_executions} failing; "
+        + (
+            "complete: every schedule covered"
+            if res.complete
+            else (
+                "stopped at the first failure"
+                if ex.failed and opts.stop_on_failure
+                else "incomplete: budget reached"
+            )
+        )
+    )
+    failing = ex.minimal_failure
+    if failing is not None and failing.failure and failing.failure.type_name in _IO_TYPES:
+        raise InputError(_input_problem_of(failing.failure, opts.max_steps) or "I/O")
+    if failing is not None:
+        res.verdict = "fail"
+        res.deviations = failing.deviations
+        res.schedule_steps = len(failing.steps)
+        f = failing.failure
+        res.failure = (
+            {
+                "kind": f.kind,
+                "type": f.type_name,
+                "message": f.message,
+                "task": f.task,
+                "traceback": f.traceback,
+            }
+            if f is not None
+            else None
+        )
+        pr.say(
+            f"minimal failing schedule: {len(failing.steps)} steps, "
+            f"{failing.deviations} deviation(s) from the default order"
+        )
+
+    return failing
+
+
+def run(program: Any, opts: Options, out: TextIO | None) -> Result:
+    """Runs the stages on a loaded program and returns the result (writes files as asked)."""
+    res = Result(program=program.describe(), strategy=opts.strategy, timers=opts.timers)
     pr = rp.StagePrinter(out)
     oracle = with_invariant(program, opts.invariant)
     if opts.invariant:
@@ -372,63 +439,7 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
 
     # 3. collapse ------------------------------------------------------------------------
     with pr.stage("collapse"):
-        try:
-            ex = runner.explore(
-                program.factory,
-                strategy=opts.strategy,
-                seed=opts.seed,
-                max_executions=opts.max_executions,
-                time_limit=opts.time_limit,
-                max_steps=opts.max_steps,
-                timers=opts.timers,
-                stop_on_failure=opts.stop_on_failure,
-                oracle=oracle,
-                progress=opts.progress,
-            )
-        except NondeterminismError as exc:
-            raise InputError(f"the workload is nondeterministic: {exc}") from None
-        res.executions = ex.executions
-        res.failing_executions = ex.failing_executions
-        res.distinct_traces = ex.distinct_traces
-        res.complete = bool(ex.complete)
-        res.explore_seconds = ex.explore_seconds
-        strategies = "+".join(p.get("strategy", "?") for p in ex.phases) or opts.strategy
-        pr.say(
-            f"{ex.executions} executions ({strategies}), {ex.distinct_traces} distinct traces, "
-            f"{ex.failing_executions} failing; "
-            + (
-                "complete: every schedule covered"
-                if res.complete
-                else (
-                    "stopped at the first failure"
-                    if ex.failed and opts.stop_on_failure
-                    else "incomplete: budget reached"
-                )
-            )
-        )
-        failing = ex.minimal_failure
-        if failing is not None and failing.failure and failing.failure.type_name in _IO_TYPES:
-            raise InputError(_input_problem_of(failing.failure, opts.max_steps) or "I/O")
-        if failing is not None:
-            res.verdict = "fail"
-            res.deviations = failing.deviations
-            res.schedule_steps = len(failing.steps)
-            f = failing.failure
-            res.failure = (
-                {
-                    "kind": f.kind,
-                    "type": f.type_name,
-                    "message": f.message,
-                    "task": f.task,
-                    "traceback": f.traceback,
-                }
-                if f is not None
-                else None
-            )
-            pr.say(
-                f"minimal failing schedule: {len(failing.steps)} steps, "
-                f"{failing.deviations} deviation(s) from the default order"
-            )
+        failing = _explore(program, opts, oracle, res, pr)
 
     # 4. collision window ----------------------------------------------------------------
     if opts.telemetry:
@@ -449,6 +460,17 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
                     f"-{100 * r['high']:.1f}%)"
                 )
                 pr.say(t.sentence)
+            if failing is None and opts.timers == "strict" and not t.error and t.failures:
+                # The stock loop, with real-time jitter, failed where strict virtual time found
+                # no failing schedule: the race needs a timer to fire out of deadline order, as
+                # an I/O of unknown latency would.  Explore again with relaxed timers.
+                pr.say(
+                    "no schedule failed with strict timers, but the stock loop did: exploring "
+                    "again with relaxed timers (any pending timer may fire at any point)"
+                )
+                opts = dataclasses.replace(opts, timers="relaxed")
+                res.timers = "relaxed"
+                failing = _explore(program, opts, oracle, res, pr)
     else:
         pr.skipped("collision window", "skipped")
 
@@ -513,6 +535,12 @@ def run(program: Any, opts: Options, out: TextIO | None) -> Result:
                 "--max-executions/--time-limit for more)"
             )
             pr.say(f"PASS: {scope}")
+            t = res.telemetry
+            if t is not None and not t.error and t.failures:
+                pr.say(
+                    f"but the stock loop failed {t.failures}/{t.runs} runs with jitter: the "
+                    "failure depends on something the explored workload does not model"
+                )
         if opts.full:
             pr.say(
                 "lock synthesis (stages 6-7) is not implemented yet: no patch is proposed"
