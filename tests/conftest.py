@@ -84,3 +84,25 @@ def run_in_step(
         ex.step_end()
         ex.end(0)
     return value, ex
+
+
+#: two transfers taking two locks in opposite orders: the classic lock-order deadlock
+DEADLOCK_PROGRAM = """\
+import asyncio
+
+
+class Accounts:
+    def __init__(self):
+        self.locks = {"a": asyncio.Lock(), "b": asyncio.Lock()}
+
+    async def transfer(self, src, dst):
+        async with self.locks[src]:
+            await asyncio.sleep(0)
+            async with self.locks[dst]:
+                pass
+
+
+async def main():
+    acc = Accounts()
+    await asyncio.gather(acc.transfer("a", "b"), acc.transfer("b", "a"))
+"""

@@ -8,6 +8,8 @@ import ast
 import textwrap
 from pathlib import Path
 
+from conftest import DEADLOCK_PROGRAM
+
 from chaossloth import pipeline
 
 JOINED = """\
@@ -95,23 +97,7 @@ def test_pipeline_uses_no_private_runner_names() -> None:
     assert private == set()
 
 
-DEADLOCK = """\
-import asyncio
-
-class Accounts:
-    def __init__(self):
-        self.locks = {"a": asyncio.Lock(), "b": asyncio.Lock()}
-
-    async def transfer(self, src, dst):
-        async with self.locks[src]:
-            await asyncio.sleep(0)
-            async with self.locks[dst]:
-                pass
-
-async def main():
-    acc = Accounts()
-    await asyncio.gather(acc.transfer("a", "b"), acc.transfer("b", "a"))
-"""
+DEADLOCK = DEADLOCK_PROGRAM
 
 
 def test_deadlock_cycle_names_locks_by_their_source_names(tmp_path: Path) -> None:

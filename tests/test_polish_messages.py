@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import DEADLOCK_PROGRAM
 
 from chaossloth import runner, scenario, schedule
 from chaossloth.errors import NondeterminismError
@@ -120,25 +121,7 @@ def test_pytest_plugin_failure_names_the_bare_assert(tmp_path: Path) -> None:
     assert "AssertionError: assert b.v == 2 (test_user.py:20)" in r.stdout, r.stdout
 
 
-DEADLOCK = """\
-import asyncio
-
-
-class Accounts:
-    def __init__(self):
-        self.locks = {"a": asyncio.Lock(), "b": asyncio.Lock()}
-
-    async def transfer(self, src, dst):
-        async with self.locks[src]:
-            await asyncio.sleep(0)
-            async with self.locks[dst]:
-                pass
-
-
-async def main():
-    acc = Accounts()
-    await asyncio.gather(acc.transfer("a", "b"), acc.transfer("b", "a"))
-"""
+DEADLOCK = DEADLOCK_PROGRAM
 
 
 def test_deadlock_message_names_tasks_by_creation_path(tmp_path: Path) -> None:
