@@ -145,6 +145,7 @@ def test_correct_program_passes_complete(tmp_path: Path, how: list[str]) -> None
     rep = json.loads(out.read_text())
     assert rep["verdict"] == "pass" and rep["hazard"] is None
     assert rep["complete"] is True
+    assert rep["sleep_blocked"] == 0 and rep["distinct_traces"] == rep["executions"]
     assert rep["failing_executions"] == 0 and rep["executions"] >= 2
     assert rep["schedule_file"] is None
     assert rep["natural_failure_rate"]["failures"] == 0

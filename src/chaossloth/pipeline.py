@@ -72,6 +72,7 @@ class Result:
     executions: int = 0
     failing_executions: int = 0
     distinct_traces: int = 0
+    sleep_blocked: int = 0  #: dpor executions cut short as redundant (0 on read/write programs)
     complete: bool = False
     explore_seconds: float = 0.0
     schedule_file: str | None = None
@@ -116,6 +117,7 @@ class Result:
             "executions": self.executions,
             "failing_executions": self.failing_executions,
             "distinct_traces": self.distinct_traces,
+            "sleep_blocked": self.sleep_blocked,
             "complete": self.complete,
             "explore_seconds": round(self.explore_seconds, 6),
             "schedule_file": self.schedule_file,
@@ -359,12 +361,14 @@ def _explore(program: Any, opts: Options, oracle: Any, res: Result, pr: Any) -> 
     res.executions = ex.executions
     res.failing_executions = ex.failing_executions
     res.distinct_traces = ex.distinct_traces
+    res.sleep_blocked = ex.sleep_blocked
     res.complete = bool(ex.complete)
     res.explore_seconds = ex.explore_seconds
     strategies = "+".join(p.get("strategy", "?") for p in ex.phases) or opts.strategy
     pr.say(
         f"{ex.executions} executions ({strategies}), {ex.distinct_traces} distinct traces, "
-        f"{ex.failing_executions} failing; "
+        + (f"{ex.sleep_blocked} sleep-set blocked, " if ex.sleep_blocked else "")
+        + f"{ex.failing_executions} failing; "
         + (
             "complete: every schedule covered"
             if res.complete
