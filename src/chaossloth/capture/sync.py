@@ -116,6 +116,18 @@ def _wrap(cls: type, name: str, orig: Any, kind: int) -> Any:
 _lock = threading.Lock()
 _depth = 0
 _saved: list[tuple[type, str, Any]] = []
+#: (class, method) -> (original, its wrapper): an exploration installs once per execution, and
+#: building the wrappers (and registering their sites) each time cost more than the execution
+_wrappers: dict[tuple[type, str], tuple[Any, Any]] = {}
+
+
+def _wrapper_of(cls: type, name: str, orig: Any, kind: int) -> Any:
+    known = _wrappers.get((cls, name))
+    if known is not None and known[0] is orig:
+        return known[1]
+    w = _wrap(cls, name, orig, kind)
+    _wrappers[(cls, name)] = (orig, w)
+    return w
 
 
 def install() -> int:
@@ -131,7 +143,7 @@ def install() -> int:
                     if orig is None:
                         continue
                     _saved.append((cls, name, orig))
-                    setattr(cls, name, _wrap(cls, name, orig, kind))
+                    setattr(cls, name, _wrapper_of(cls, name, orig, kind))
         return _depth
 
 
