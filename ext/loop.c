@@ -1337,6 +1337,19 @@ static int purge_cancelled(LoopCoreObject *self) {
     return 0;
 }
 
+/* A callback that is a closure shares its cells with every other handle of the same
+ * function object -- asyncio's own gather()/wait() callbacks count finished children and
+ * complete the outer future through them, and none of that is instrumented.  So the step
+ * writes the function object: two handles of one closure are ordered (sound: which child's
+ * callback runs last decides, e.g., which exception gather() raises); handles of different
+ * closures, and of plain functions whose state is their arguments, stay independent. */
+static int record_closure(LoopCoreObject *self, PyObject *cb) {
+    if (PyMethod_Check(cb)) cb = PyMethod_GET_FUNCTION(cb);
+    if (!PyFunction_Check(cb) || PyFunction_GET_CLOSURE(cb) == NULL) return 0;
+    return cs_py_check(cs_access_record(self->ex, (uint64_t)(uintptr_t)cb, CS_KEY_WHOLE,
+                                        CS_WRITE, 0));
+}
+
 static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice) {
     cs_explorer *ex = self->ex;
     assert(!h->cancelled && h->callback); /* purge_cancelled runs before each choice */
@@ -1361,8 +1374,9 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     if (rc == 0) {
         task = task_of_step(h->callback);
         Py_XINCREF(task);
-        rc = run_handle(self, h);
+        if (!task) rc = record_closure(self, h->callback);
     }
+    if (rc == 0) rc = run_handle(self, h);
     if (task) {
         if (rc == 0) await_site(task, &self->site_code[ev], &self->site_line[ev]);
         Py_DECREF(task);

@@ -262,3 +262,68 @@ def test_steps_after_a_clock_advance_race_with_its_timers(timers: str) -> None:
         assert res.complete
         finals[strategy] = seen
     assert finals["dpor"] == finals["exhaustive"] == {1, 2}
+
+
+GATHER_TWO_EXCEPTIONS = """
+import asyncio
+
+
+class E1(Exception):
+    pass
+
+
+class E2(Exception):
+    pass
+
+
+async def a():
+    await asyncio.sleep(0)
+    raise E1()
+
+
+async def b():
+    await asyncio.sleep(0)
+    raise E2()
+
+
+async def main(box):
+    try:
+        await asyncio.gather(a(), b())
+    except Exception as e:
+        box["seen"] = type(e).__name__
+    await asyncio.sleep(0)
+"""
+
+
+def test_asyncio_internal_callbacks_that_share_state_are_ordered() -> None:
+    """gather()'s done-callbacks share uninstrumented closure state: whichever runs first
+    decides which child's exception the parent sees.  Both must be explored."""
+    _require("dpor")
+    path = _DIR / f"gather_{next(_COUNTER)}.py"
+    path.write_text(GATHER_TWO_EXCEPTIONS)
+    module = scenario.load_module(path)
+    seen: dict[str, set[str]] = {}
+    for strategy in ("exhaustive", "dpor"):
+        box: dict[str, Any] = {}
+        got: set[str] = set()
+
+        def factory(box: dict[str, Any] = box) -> Any:
+            box.clear()
+            return module.main(box)
+
+        def on_execution(
+            r: runner.ExecutionResult, box: dict[str, Any] = box, got: set[str] = got
+        ) -> None:
+            got.add(box.get("seen", "none"))
+
+        res = runner.explore(
+            factory,
+            strategy=strategy,
+            stop_on_failure=False,
+            detail_failure=False,
+            on_execution=on_execution,
+            max_steps=2000,
+        )
+        assert res.complete
+        seen[strategy] = got
+    assert seen["dpor"] == seen["exhaustive"] == {"E1", "E2"}
