@@ -37,6 +37,10 @@ cs_explorer *cs_py_explorer_get(PyObject *obj);
  * execution; hooks record only while a step is open. */
 void cs_hooks_set_explorer(cs_explorer *ex);
 cs_explorer *cs_hooks_get_explorer(void);
+/* hooks.c: records an access of a whole object under the hooks' canonical id (the same id
+ * instrumented code and capture/sync.py use for it), keeping it alive for the execution.
+ * 0 when nothing is recorded (no explorer, no open step), -1 with an exception. */
+int cs_hooks_record_object(PyObject *obj, int kind);
 
 int cs_register_loop(PyObject *module);
 int cs_register_hooks(PyObject *module);

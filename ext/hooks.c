@@ -437,6 +437,11 @@ static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
     return 0;
 }
 
+int cs_hooks_record_object(PyObject *obj, int kind) {
+    if (!hooks_ex) return 0;
+    return record(obj, CS_KEY_WHOLE, kind, NULL, NULL, NULL);
+}
+
 /* A module's attributes are its globals: record them on its __dict__ so that
  * `mod.x` and a `global x` inside mod name the same resource. */
 static PyObject *holder_of(PyObject *obj) {

@@ -1337,17 +1337,34 @@ static int purge_cancelled(LoopCoreObject *self) {
     return 0;
 }
 
-/* A callback that is a closure shares its cells with every other handle of the same
- * function object -- asyncio's own gather()/wait() callbacks count finished children and
- * complete the outer future through them, and none of that is instrumented.  So the step
- * writes the function object: two handles of one closure are ordered (sound: which child's
- * callback runs last decides, e.g., which exception gather() raises); handles of different
- * closures, and of plain functions whose state is their arguments, stay independent. */
-static int record_closure(LoopCoreObject *self, PyObject *cb) {
-    if (PyMethod_Check(cb)) cb = PyMethod_GET_FUNCTION(cb);
-    if (!PyFunction_Check(cb) || PyFunction_GET_CLOSURE(cb) == NULL) return 0;
-    return cs_py_check(cs_access_record(self->ex, (uint64_t)(uintptr_t)cb, CS_KEY_WHOLE,
-                                        CS_WRITE, 0));
+/* A non-task callback's step writes the state it shares with other handles that the
+ * instrumentation does not see: asyncio's own gather()/wait()/shield() callbacks are closures
+ * that count finished children and complete an outer future through their cells, and
+ * TaskGroup._on_task_done or a `lst.append` callback mutate their receiver.  So the step
+ * writes, as a whole object: a closure's function object; a bound method's receiver (Python
+ * or builtin, modules excepted); and, for a functools.partial, what its function shares.  Two
+ * handles of one closure or one receiver are thereby ordered (which of gather's callbacks runs
+ * last decides which exception the parent sees); plain functions, whose state is their
+ * arguments, stay independent.  Over-approximating is safe; missing this was not. */
+static int record_shared_state(LoopCoreObject *self, PyObject *cb, int depth) {
+    PyObject *target = NULL;
+    if (PyMethod_Check(cb)) {
+        target = PyMethod_GET_SELF(cb);
+    } else if (PyFunction_Check(cb)) {
+        if (PyFunction_GET_CLOSURE(cb) != NULL) target = cb;
+    } else if (PyCFunction_Check(cb)) {
+        PyObject *m_self = PyCFunction_GET_SELF(cb);
+        if (m_self && !PyModule_Check(m_self)) target = m_self;
+    } else if (depth < 4 && strcmp(Py_TYPE(cb)->tp_name, "functools.partial") == 0) {
+        PyObject *fn = PyObject_GetAttrString(cb, "func");
+        if (!fn) return -1;
+        int rc = record_shared_state(self, fn, depth + 1);
+        Py_DECREF(fn);
+        return rc;
+    }
+    if (!target) return 0;
+    (void)self;
+    return cs_hooks_record_object(target, CS_WRITE);
 }
 
 static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice) {
@@ -1374,7 +1391,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     if (rc == 0) {
         task = task_of_step(h->callback);
         Py_XINCREF(task);
-        if (!task) rc = record_closure(self, h->callback);
+        if (!task) rc = record_shared_state(self, h->callback, 0);
     }
     if (rc == 0) rc = run_handle(self, h);
     if (task) {

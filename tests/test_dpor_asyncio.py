@@ -295,12 +295,39 @@ async def main(box):
 """
 
 
-def test_asyncio_internal_callbacks_that_share_state_are_ordered() -> None:
-    """gather()'s done-callbacks share uninstrumented closure state: whichever runs first
-    decides which child's exception the parent sees.  Both must be explored."""
+TASKGROUP_TWO_EXCEPTIONS = GATHER_TWO_EXCEPTIONS.replace(
+    """    try:
+        await asyncio.gather(a(), b())
+    except Exception as e:
+        box["seen"] = type(e).__name__""",
+    """    try:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(a())
+            tg.create_task(b())
+    except ExceptionGroup as eg:
+        box["seen"] = ",".join(type(e).__name__ for e in eg.exceptions)""",
+)
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        (GATHER_TWO_EXCEPTIONS, {"E1", "E2"}),
+        (TASKGROUP_TWO_EXCEPTIONS, {"E1", "E2", "E1,E2", "E2,E1"}),
+    ],
+    ids=["gather", "taskgroup"],
+)
+def test_asyncio_internal_callbacks_that_share_state_are_ordered(
+    source: str, expected: set[str]
+) -> None:
+    """gather()'s done-callbacks share uninstrumented closure state, TaskGroup's share the
+    group object: whichever runs first decides which child's exception the parent sees (and,
+    for the group, in which order).  Every outcome brute force reaches must be explored, and
+    DPOR must not mistake the unrecorded state for nondeterminism."""
     _require("dpor")
-    path = _DIR / f"gather_{next(_COUNTER)}.py"
-    path.write_text(GATHER_TWO_EXCEPTIONS)
+    assert source.count("TaskGroup") == (1 if "E1,E2" in expected else 0)
+    path = _DIR / f"internal_{next(_COUNTER)}.py"
+    path.write_text(source)
     module = scenario.load_module(path)
     seen: dict[str, set[str]] = {}
     for strategy in ("exhaustive", "dpor"):
@@ -326,4 +353,4 @@ def test_asyncio_internal_callbacks_that_share_state_are_ordered() -> None:
         )
         assert res.complete
         seen[strategy] = got
-    assert seen["dpor"] == seen["exhaustive"] == {"E1", "E2"}
+    assert seen["dpor"] == seen["exhaustive"] == expected

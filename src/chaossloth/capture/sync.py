@@ -54,6 +54,10 @@ SPEC: dict[type, dict[str, int]] = {
         "put": W, "get": W, "put_nowait": W, "get_nowait": W, "task_done": W, "join": R,
         "qsize": R, "empty": R, "full": R,
     },
+    # structured concurrency keeps its own uninstrumented state (children, errors, the parent's
+    # cancellation, the deadline): every entry point is a write of the group / timeout object
+    asyncio.TaskGroup: {"__aenter__": W, "__aexit__": W, "create_task": W},
+    asyncio.Timeout: {"__aenter__": W, "__aexit__": W, "reschedule": W, "when": R, "expired": R},
 }  # fmt: skip
 
 
