@@ -645,11 +645,20 @@ class _Driver:
 
     def _cancel_leftovers(self, loop: Any) -> None:
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        if not pending:
-            return
-        for t in pending:
-            t.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if pending:
+            for t in pending:
+                t.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        # Then run every callback still ready (asyncio.run, too, runs the loop again after the
+        # main task: shutdown_asyncgens).  Dropping them would make the outcome depend on
+        # whether a callback ran before the main task's completion stopped the loop, an
+        # ordering no explorer can see: a callback that never runs is no event, so DPOR has
+        # nothing to reverse (gather's done-callback of a second failing child, which marks
+        # its exception retrieved, was missed that way).  One iteration per pass, as stop()
+        # before run_forever() does in asyncio.
+        while getattr(loop, "_cs_ready_count", 0):
+            loop.stop()
+            loop.run_forever()
 
     def _scan_tasks(self, tasks: list[Any], handler: _Handler, loop: Any) -> Failure | None:
         """Finds tasks that ended with an exception nobody retrieved, or with an assertion."""
