@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,43 @@ def outcomes(module: Any, strategy: str, **kw: Any) -> tuple[set[Any], runner.Ex
         **kw,
     )
     return seen, res
+
+
+def finals_by_strategy(
+    source: str, observe: Callable[[runner.ExecutionResult, dict[str, Any]], Any], **kw: Any
+) -> dict[str, set[Any]]:
+    """Loads `source` (whose `main(box)` is the scenario), explores it with exhaustive and with
+    dpor to completion, and returns per strategy the set of observe(result, box) values."""
+    _require("dpor")
+    path = _DIR / f"case_{next(_COUNTER)}.py"
+    path.write_text(source)
+    module = scenario.load_module(path)
+    seen: dict[str, set[Any]] = {}
+    for strategy in ("exhaustive", "dpor"):
+        box: dict[str, Any] = {}
+        got: set[Any] = set()
+
+        def factory(box: dict[str, Any] = box) -> Any:
+            box.clear()
+            return module.main(box)
+
+        def on_execution(
+            r: runner.ExecutionResult, box: dict[str, Any] = box, got: set[Any] = got
+        ) -> None:
+            got.add(observe(r, box))
+
+        res = runner.explore(
+            factory,
+            strategy=strategy,
+            stop_on_failure=False,
+            detail_failure=False,
+            on_execution=on_execution,
+            max_steps=2000,
+            **kw,
+        )
+        assert res.complete, strategy
+        seen[strategy] = got
+    return seen
 
 
 def _mismatch(prog: Program, a: str, sa: set[Any], b: str, sb: set[Any]) -> str:
@@ -248,36 +286,12 @@ def test_steps_after_a_clock_advance_race_with_its_timers(timers: str) -> None:
     """Two timers become due at one clock advance; the task woken by the first writes what the
     second writes.  The second timer follows every step before the advance, but not the woken
     task's step: both orders of those two must be explored (x ends 1 or 2)."""
-    _require("dpor")
-    path = _DIR / f"advance_{next(_COUNTER)}.py"
-    path.write_text(TIMERS_AFTER_ADVANCE)
-    module = scenario.load_module(path)
-    finals: dict[str, set[int]] = {}
-    for strategy in ("exhaustive", "dpor"):
-        box: dict[str, Any] = {}
-        seen: set[int] = set()
 
-        def factory(box: dict[str, Any] = box) -> Any:
-            box.clear()
-            return module.main(box)
+    def x_at_end(r: runner.ExecutionResult, box: dict[str, Any]) -> int:
+        assert r.outcome != runner.ABORTED, r.failure
+        return box["s"].x
 
-        def on_execution(
-            r: runner.ExecutionResult, box: dict[str, Any] = box, seen: set[int] = seen
-        ) -> None:
-            assert r.outcome != runner.ABORTED, r.failure
-            seen.add(box["s"].x)
-
-        res = runner.explore(
-            factory,
-            strategy=strategy,
-            timers=timers,
-            stop_on_failure=False,
-            detail_failure=False,
-            on_execution=on_execution,
-            max_steps=2000,
-        )
-        assert res.complete
-        finals[strategy] = seen
+    finals = finals_by_strategy(TIMERS_AFTER_ADVANCE, x_at_end, timers=timers)
     assert finals["dpor"] == finals["exhaustive"] == {1, 2}
 
 
@@ -341,35 +355,8 @@ def test_asyncio_internal_callbacks_that_share_state_are_ordered(
     group object: whichever runs first decides which child's exception the parent sees (and,
     for the group, in which order).  Every outcome brute force reaches must be explored, and
     DPOR must not mistake the unrecorded state for nondeterminism."""
-    _require("dpor")
     assert source.count("TaskGroup") == (1 if "E1,E2" in expected else 0)
-    path = _DIR / f"internal_{next(_COUNTER)}.py"
-    path.write_text(source)
-    module = scenario.load_module(path)
-    seen: dict[str, set[str]] = {}
-    for strategy in ("exhaustive", "dpor"):
-        box: dict[str, Any] = {}
-        got: set[str] = set()
-
-        def factory(box: dict[str, Any] = box) -> Any:
-            box.clear()
-            return module.main(box)
-
-        def on_execution(
-            r: runner.ExecutionResult, box: dict[str, Any] = box, got: set[str] = got
-        ) -> None:
-            got.add(box.get("seen", "none"))
-
-        res = runner.explore(
-            factory,
-            strategy=strategy,
-            stop_on_failure=False,
-            detail_failure=False,
-            on_execution=on_execution,
-            max_steps=2000,
-        )
-        assert res.complete
-        seen[strategy] = got
+    seen = finals_by_strategy(source, lambda r, box: box.get("seen", "none"))
     assert seen["dpor"] == seen["exhaustive"] == expected
 
 
@@ -403,33 +390,10 @@ def test_callbacks_still_ready_when_the_main_task_ends_run() -> None:
     completes.  The execution used to end there, dropping the callback, so brute force reported
     "exception never retrieved" in some orders and DPOR (which sees no event for a callback that
     never runs) never did.  Like asyncio.run, the runner now runs what is still ready."""
-    _require("dpor")
-    path = _DIR / f"drain_{next(_COUNTER)}.py"
-    path.write_text(GATHER_SECOND_FAILURE)
-    module = scenario.load_module(path)
-    seen: dict[str, set[Any]] = {}
-    for strategy in ("exhaustive", "dpor"):
-        box: dict[str, Any] = {}
-        got: set[Any] = set()
 
-        def factory(box: dict[str, Any] = box) -> Any:
-            box.clear()
-            return module.main(box)
+    def outcome(r: runner.ExecutionResult, box: dict[str, Any]) -> Any:
+        failure = (r.failure.kind, r.failure.type_name) if r.failure else None
+        return (r.outcome, failure, box.get("seen"))
 
-        def on_execution(
-            r: runner.ExecutionResult, box: dict[str, Any] = box, got: set[Any] = got
-        ) -> None:
-            failure = (r.failure.kind, r.failure.type_name) if r.failure else None
-            got.add((r.outcome, failure, box.get("seen")))
-
-        res = runner.explore(
-            factory,
-            strategy=strategy,
-            stop_on_failure=False,
-            detail_failure=False,
-            on_execution=on_execution,
-            max_steps=2000,
-        )
-        assert res.complete
-        seen[strategy] = got
+    seen = finals_by_strategy(GATHER_SECOND_FAILURE, outcome)
     assert seen["dpor"] == seen["exhaustive"] == {("ok", None, "E1")}
