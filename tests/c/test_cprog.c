@@ -70,28 +70,8 @@ static void test_assert_fails_on_lost_update(void) {
     cs_cprog_result_free(&r);
 }
 
-/* Does the explorer accept lock access kinds? */
-static bool locks_supported(void) {
-    cs_config cfg;
-    cs_config_init(&cfg, CS_STRATEGY_FIFO);
-    cs_explorer *ex = NULL;
-    if (cs_explorer_new(&cfg, &ex)) return false;
-    cs_actor a;
-    int more = 0;
-    cs_actor_intern(ex, CS_NO_ACTOR, 0, &a);
-    cs_execution_begin(ex, &more);
-    cs_step_begin(ex, a, -1);
-    int rc = cs_access_record(ex, 2, 0, CS_LOCK_ACQUIRE, 0);
-    cs_step_end(ex);
-    cs_execution_end(ex, CS_OUTCOME_OK);
-    cs_explorer_free(ex);
-    if (rc) printf("  SKIPPED: cs_access_record rejects CS_LOCK_ACQUIRE "
-                   "(engine/explorer.c must accept kinds up to CS_LOCK_RELEASE)\n");
-    return rc == CS_OK;
-}
 
 static void test_locks_block(void) {
-    if (!locks_supported()) return;
     cs_cprog_thread th[2] = {{incr_locked, N(incr_locked)}, {incr_locked, N(incr_locked)}};
     cs_cprog p = {.n_cells = 1, .n_locks = 1, .n_threads = 2, .threads = th};
     cs_cprog_result r;
@@ -105,7 +85,6 @@ static void test_locks_block(void) {
 }
 
 static void test_deadlock_detected(void) {
-    if (!locks_supported()) return;
     static const cs_cprog_instr ab[] = {
         {.op = CS_OP_LOCK, .base = 0}, {.op = CS_OP_LOCK, .base = 1},
         {.op = CS_OP_UNLOCK, .base = 1}, {.op = CS_OP_UNLOCK, .base = 0},

@@ -134,24 +134,6 @@ static long programs_per_family(long dflt) {
     return dflt;
 }
 
-/* Do the explorer and trace accept lock access kinds?  (They must; the
- * probe keeps the failure readable if the front end rejects them.) */
-static bool locks_supported(void) {
-    cs_config cfg;
-    cs_config_init(&cfg, CS_STRATEGY_FIFO);
-    cs_explorer *ex = NULL;
-    if (cs_explorer_new(&cfg, &ex)) return false;
-    cs_actor a;
-    int more = 0;
-    cs_actor_intern(ex, CS_NO_ACTOR, 0, &a);
-    cs_execution_begin(ex, &more);
-    cs_step_begin(ex, a, -1);
-    int rc = cs_access_record(ex, 2, 0, CS_LOCK_ACQUIRE, 0);
-    cs_step_end(ex);
-    cs_execution_end(ex, CS_OUTCOME_OK);
-    cs_explorer_free(ex);
-    return rc == CS_OK;
-}
 
 static uint64_t env_u64(const char *name, uint64_t dflt) {
     const char *s = getenv(name);
@@ -225,11 +207,6 @@ static void test_soundness_with_per_execution_ids(void) {
 }
 
 static void test_soundness_with_locks(void) {
-    if (!locks_supported()) {
-        printf("  SKIPPED: cs_access_record rejects CS_LOCK_ACQUIRE "
-               "(engine/explorer.c must accept kinds up to CS_LOCK_RELEASE)\n");
-        return;
-    }
     differential(true, programs_per_family(1500), 0x243f6a8885a308d3ULL, 9, false);
 }
 
