@@ -1346,7 +1346,7 @@ static int purge_cancelled(LoopCoreObject *self) {
  * handles of one closure or one receiver are thereby ordered (which of gather's callbacks runs
  * last decides which exception the parent sees); plain functions, whose state is their
  * arguments, stay independent.  Over-approximating is safe; missing this was not. */
-static int record_shared_state(LoopCoreObject *self, PyObject *cb, int depth) {
+static int record_shared_state(PyObject *cb, int depth) {
     PyObject *target = NULL;
     if (PyMethod_Check(cb)) {
         target = PyMethod_GET_SELF(cb);
@@ -1358,12 +1358,11 @@ static int record_shared_state(LoopCoreObject *self, PyObject *cb, int depth) {
     } else if (depth < 4 && strcmp(Py_TYPE(cb)->tp_name, "functools.partial") == 0) {
         PyObject *fn = PyObject_GetAttrString(cb, "func");
         if (!fn) return -1;
-        int rc = record_shared_state(self, fn, depth + 1);
+        int rc = record_shared_state(fn, depth + 1);
         Py_DECREF(fn);
         return rc;
     }
     if (!target) return 0;
-    (void)self;
     return cs_hooks_record_object(target, CS_WRITE);
 }
 
@@ -1391,7 +1390,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     if (rc == 0) {
         task = task_of_step(h->callback);
         Py_XINCREF(task);
-        if (!task) rc = record_shared_state(self, h->callback, 0);
+        if (!task) rc = record_shared_state(h->callback, 0);
     }
     if (rc == 0) rc = run_handle(self, h);
     if (task) {

@@ -240,8 +240,6 @@ def test_lists_created_by_main_are_compared_exactly() -> None:
             max_executions=500, count_traces=True,
         )  # fmt: skip
 
-    if not (runner.strategy_available("dpor") and runner.strategy_available("exhaustive")):
-        pytest.skip("dpor / exhaustive not built")
     ex, dp = run("exhaustive"), run("dpor")
     assert ex.complete and dp.complete
     assert dp.sleep_blocked == 0

@@ -50,14 +50,6 @@ _COUNTER = itertools.count()
 STATS = {"programs": 0, "exhaustive_executions": 0, "dpor_executions": 0, "incomplete": 0}
 
 
-def _require(strategy: str) -> None:
-    if not runner.strategy_available(strategy):
-        pytest.skip(
-            f"strategy {strategy!r} is not built yet (chaossloth._core.Explorer({strategy!r}) "
-            "raises); this soundness property runs as soon as it is"
-        )
-
-
 def load(prog: Program) -> Any:
     path = _DIR / f"gen_{next(_COUNTER)}.py"
     path.write_text(prog.source())
@@ -95,7 +87,6 @@ def finals_by_strategy(
 ) -> dict[str, set[Any]]:
     """Loads `source` (whose `main(box)` is the scenario), explores it with exhaustive and with
     dpor to completion, and returns per strategy the set of observe(result, box) values."""
-    _require("dpor")
     path = _DIR / f"case_{next(_COUNTER)}.py"
     path.write_text(source)
     module = scenario.load_module(path)
@@ -147,7 +138,6 @@ LOST_UPDATE = Program(
 
 
 def test_exhaustive_sees_both_outcomes_of_a_lost_update() -> None:
-    _require("exhaustive")
     mod = load(LOST_UPDATE)
     outs, res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP)
     assert res.complete
@@ -159,7 +149,6 @@ def test_exhaustive_sees_both_outcomes_of_a_lost_update() -> None:
 @given(programs())
 def test_random_never_reaches_an_outcome_exhaustive_misses(prog: Program) -> None:
     """Checks the brute-force baseline itself (and the loop's determinism)."""
-    _require("exhaustive")
     mod = load(prog)
     ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP)
     assume(ex_res.complete)
@@ -181,7 +170,6 @@ READ_WRITE_RACE = Program(workers=[[("read_attr", "x")], [("write_attr", "x", 1)
 def test_dpor_minimal_read_write_race() -> None:
     """w0: `v = s.x`; w1: `s.x = v + 1`; no await at all.  Exhaustive reaches w0 seeing 0 and
     w0 seeing 1; DPOR must too."""
-    _require("dpor")
     mod = load(READ_WRITE_RACE)
     ex_outs, _ = outcomes(mod, "exhaustive", max_executions=100)
     dp_outs, _ = outcomes(mod, "dpor", max_executions=100)
@@ -196,8 +184,6 @@ def test_dpor_reaches_exactly_the_outcomes_of_exhaustive(prog: Program) -> None:
 
 
 def _check_dpor_against_exhaustive(prog: Program) -> None:
-    _require("exhaustive")
-    _require("dpor")
     mod = load(prog)
     ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP)
     if not ex_res.complete:
@@ -230,8 +216,6 @@ def test_dpor_reaches_exactly_the_outcomes_of_exhaustive_with_asyncio_machinery(
 @SETTINGS
 @given(programs(rw_only=True))
 def test_dpor_explores_one_execution_per_trace(prog: Program) -> None:
-    _require("exhaustive")
-    _require("dpor")
     mod = load(prog)
     ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP, count_traces=True)
     assume(ex_res.complete)

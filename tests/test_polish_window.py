@@ -8,11 +8,8 @@ import asyncio
 import itertools
 from typing import Any
 
-import pytest
-
+from chaossloth import _core as core
 from chaossloth import jitter
-
-core = pytest.importorskip("chaossloth._core")
 
 
 def _posterior(offsets: list[float], failed: list[bool]) -> dict[str, float]:

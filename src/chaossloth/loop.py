@@ -936,10 +936,10 @@ def run(
             return loop.run_until_complete(task)
         except (DeadlockError, StepBudgetExceeded, NondeterminismError):  # diverged too
             broken = True
-            outcome = getattr(_core, "OUTCOME_ABORTED", 2)
+            outcome = _core.OUTCOME_ABORTED
             raise
         except BaseException:
-            outcome = getattr(_core, "OUTCOME_FAILED", 1)
+            outcome = _core.OUTCOME_FAILED
             raise
     finally:
         try:

@@ -296,7 +296,7 @@ def alphabet(trace: list[Any]) -> dict[str, int]:
 def _whole_key() -> int:
     from chaossloth import _core
 
-    return int(getattr(_core, "KEY_WHOLE", 2**64 - 1))
+    return int(_core.KEY_WHOLE)
 
 
 _IO_TYPES = ("UnsupportedOperation", "RealIOError", "UncontrolledIOError")
@@ -664,13 +664,7 @@ def diagnose(detailed: _Detailed, failing: Any) -> list[rp.Finding]:
     fail = r.failure or failing.failure
     if fail is not None and fail.kind == "deadlock":
         findings.append(_deadlock_finding(detailed, fail, names))
-    raw: list[Any] = []
-    diag = getattr(_core, "diagnose", None)
-    if diag is not None:
-        try:
-            raw = list(diag(detailed.explorer, ignore=_ignored_objects(detailed)))
-        except TypeError:
-            raw = list(diag(detailed.explorer))
+    raw: list[Any] = list(_core.diagnose(detailed.explorer, ignore=_ignored_objects(detailed)))
     access_of = _access_table(trace)
     sites = r.await_sites or []
     for item in raw:
@@ -743,11 +737,8 @@ def _cancellation_finding(
 def _finding_objects(detailed: _Detailed) -> set[int]:
     from chaossloth import _core
 
-    diag = getattr(_core, "diagnose", None)
-    if diag is None:
-        return set()
     objs: set[int] = set()
-    for item in diag(detailed.explorer, _ignored_objects(detailed)):
+    for item in _core.diagnose(detailed.explorer, _ignored_objects(detailed)):
         o = _get(item, "object")
         if isinstance(o, int):
             objs.add(o)

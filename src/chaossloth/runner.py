@@ -36,6 +36,8 @@ from typing import Any
 
 from chaossloth import _core
 from chaossloth import errors as _errors
+from chaossloth.capture import sync
+from chaossloth.loop import ControlledLoop
 
 ScenarioFactory = Callable[[], Coroutine[Any, Any, Any]]
 
@@ -170,27 +172,9 @@ class Progress:
 # ------------------------------------------------------------------ the environment
 
 
-def strategy_available(name: str) -> bool:
-    """True if the engine implements `name` (a placeholder strategy fails to create)."""
-    try:
-        _core.Explorer(name, replay=[] if name == "replay" else None)
-    except (ValueError, _core.EngineError):
-        return False
-    return True
-
-
-def _loop_class() -> type:
-    from chaossloth.loop import ControlledLoop
-
-    return ControlledLoop
-
-
-def _sync_module() -> Any:
-    try:
-        from chaossloth.capture import sync
-    except ImportError:
-        return None
-    return sync
+def _task_actors(loop: Any) -> dict[int, int]:
+    """id(task or future) -> its actor id, for the loop's running execution."""
+    return {id(v): a for a, v in loop._cs_actors().items() if asyncio.isfuture(v)}
 
 
 _tracked: list[Any] | None = None
@@ -314,10 +298,7 @@ class _Names:
         """Fetches readable descriptions (task coroutine / callback) of new actors."""
         if all(a in self.descriptions for a in actors):
             return
-        get = getattr(loop, "_cs_actors", None)
-        if get is None:
-            return
-        for a, v in get().items():
+        for a, v in loop._cs_actors().items():
             if a in self.descriptions:
                 continue
             if self.kinds.get(a) == "Task" or asyncio.isfuture(v):
@@ -391,28 +372,14 @@ class _Driver:
         self.explorer = explorer
         self.opts = opts
         self.names = _Names(explorer, opts.root_name)
-        self.sync = _sync_module()
-        self.loop_cls = _loop_class()
 
     # -- loop setup ------------------------------------------------------------------------
 
     def _new_loop(self) -> Any:
-        try:
-            loop = self.loop_cls(timers=self.opts.timers)
-        except TypeError:
-            loop = self.loop_cls()
-            if hasattr(loop, "_cs_timers"):
-                loop._cs_timers = self.opts.timers
-        sync = self.sync
-        task_cls: type = asyncio.Task
-        if sync is not None:
-            fut_cls = getattr(sync, "RecordingFuture", None)
-            task_cls = getattr(sync, "RecordingTask", None) or asyncio.Task
-            if fut_cls is not None:
-                loop._cs_future_class = fut_cls
-        loop._cs_task_class = _tracking_task_class(task_cls)
-        if hasattr(loop, "_cs_namer"):
-            loop._cs_namer = lambda actor: self._live_name(loop, actor)
+        loop = ControlledLoop(timers=self.opts.timers)
+        loop._cs_future_class = sync.RecordingFuture
+        loop._cs_task_class = _tracking_task_class(sync.RecordingTask)
+        loop._cs_namer = lambda actor: self._live_name(loop, actor)
         return loop
 
     def _live_name(self, loop: Any, actor: int) -> str:
@@ -427,34 +394,18 @@ class _Driver:
         actors = list(actors)
         if all(a in self.names.kinds for a in actors):
             return
-        kinds = getattr(loop, "_cs_actor_kinds", None)
-        if isinstance(kinds, dict):
-            self.names.kinds.update(kinds)
+        self.names.kinds.update(loop._cs_actor_kinds)
         self.names.describe_from(loop, actors)
 
     def _install(self) -> Callable[[], None]:
-        sync = self.sync
-        undo: list[Callable[[], None]] = []
-        if sync is not None:
-            installed = getattr(sync, "installed", None)
-            install = getattr(sync, "install", None)
-            uninstall = getattr(sync, "uninstall", None)
-            if installed is not None:
-                cm = installed()
-                cm.__enter__()
-                undo.append(lambda: cm.__exit__(None, None, None))
-            elif install is not None:
-                token = install()
-                if uninstall is not None:
-                    undo.append(lambda: uninstall(token) if token is not None else uninstall())
-        reset = getattr(_core, "hooks_reset", None)
-        if reset is not None:
-            reset()
-            undo.append(reset)
+        """Installs the capture of asyncio's primitives and clears the hooks' names for one
+        execution; returns what undoes both."""
+        token = sync.install()
+        _core.hooks_reset()
 
         def run_undo() -> None:
-            for u in reversed(undo):
-                u()
+            _core.hooks_reset()
+            sync.uninstall(token)
 
         return run_undo
 
@@ -509,10 +460,8 @@ class _Driver:
             if failure is None and not aborted:
                 failure = self._scan_tasks(tasks, handler, loop)
         finally:
-            detach = getattr(loop, "_cs_detach", None)
             try:
-                if detach is not None:
-                    detach()
+                loop._cs_detach()
             finally:
                 handler.active = False
                 self._close_leftovers(tasks)
@@ -593,10 +542,7 @@ class _Driver:
 
     def _blocked(self, exc: _errors.DeadlockError, loop: Any) -> list[dict[str, Any]]:
         """The deadlock's waiting tasks, with their actor ids (for the wait-for graph)."""
-        actor_by_id: dict[int, int] = {}
-        get = getattr(loop, "_cs_actors", None)
-        if get is not None:
-            actor_by_id = {id(v): a for a, v in get().items() if asyncio.isfuture(v)}
+        actor_by_id = _task_actors(loop)
         out = []
         for k, (name, site, what) in enumerate(exc.blocked):
             task = exc.tasks[k] if k < len(exc.tasks) else None
@@ -656,7 +602,7 @@ class _Driver:
         # nothing to reverse (gather's done-callback of a second failing child, which marks
         # its exception retrieved, was missed that way).  One iteration per pass, as stop()
         # before run_forever() does in asyncio.
-        while getattr(loop, "_cs_ready_count", 0):
+        while loop._cs_ready_count:
             loop.stop()
             loop.run_forever()
 
@@ -678,14 +624,8 @@ class _Driver:
                 found.append((t, "assertion", exc))
         if not found:
             return None
-        actor_by_id: dict[int, int] = {}
-        get = getattr(loop, "_cs_actors", None)
-        if get is not None:
-            actor_by_id = {id(v): a for a, v in get().items() if asyncio.isfuture(v)}
-        kinds = getattr(loop, "_cs_actor_kinds", None)
-        if isinstance(kinds, dict):
-            self.names.kinds.update(kinds)
-            self.names.describe_from(loop, list(kinds))
+        actor_by_id = _task_actors(loop)
+        self._learn_actors(loop, loop._cs_actor_kinds)
         named = []
         for t, kind, exc in found:
             actor = _actor_of(t)
@@ -735,12 +675,7 @@ class _Driver:
     ) -> tuple[list[Step], list[tuple[int | None, int]], list[Any] | None, Any, int]:
         ex = self.explorer
         sched = ex.schedule()
-        new = [a for a in set(sched) if a not in self.names.kinds]
-        if new:
-            kinds = getattr(loop, "_cs_actor_kinds", None)
-            if isinstance(kinds, dict):
-                self.names.kinds.update(kinds)
-            self.names.describe_from(loop, new)
+        self._learn_actors(loop, set(sched))
         steps = [Step(a, self.names.name(a)) for a in sched]
         n_actors = max(sched, default=-1) + 1
         paths: list[tuple[int | None, int]] = []
@@ -1058,21 +993,14 @@ def explore(
         "on_execution": on_execution,
     }
     if strategy == "auto":
-        have_dpor = strategy_available("dpor")
-        if have_dpor:
-            budget_left = max_executions is not None or time_limit is not None
-            dpor_exec = max(1, max_executions // 2) if max_executions else None
-            dpor_time = time_limit / 2 if time_limit else None
-            if not budget_left:
-                dpor_exec, dpor_time = None, None
-            _explore_one(
-                factory,
-                "dpor",
-                max_executions=dpor_exec,
-                time_limit=dpor_time,
-                **common,  # type: ignore[arg-type]
-            )
-            result.complete = bool(result.phases[-1]["complete"])
+        _explore_one(
+            factory,
+            "dpor",
+            max_executions=max(1, max_executions // 2) if max_executions else None,
+            time_limit=time_limit / 2 if time_limit else None,
+            **common,  # type: ignore[arg-type]
+        )
+        result.complete = bool(result.phases[-1]["complete"])
         go_on = not result.complete and not (stop_on_failure and result.failed)
         if go_on:
             rest_exec = max(0, max_executions - result.executions) if max_executions else None
@@ -1148,5 +1076,4 @@ __all__ = [
     "deviations_from_trace",
     "explore",
     "run_once",
-    "strategy_available",
 ]
