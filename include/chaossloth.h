@@ -92,6 +92,13 @@ typedef enum {
  * resources overlap and at least one of them is a write. */
 #define CS_KEY_WHOLE UINT64_MAX
 
+/* CS_OBJECT_ALL is the global barrier: an access of (CS_OBJECT_ALL, any key)
+ * overlaps every resource of every object, so as a write it conflicts with
+ * every access before and after it.  Front ends record it where an operation
+ * can touch state they cannot name (exec, eval, globals() mutation...):
+ * coarser than any real access, never missing one. */
+#define CS_OBJECT_ALL UINT64_MAX
+
 typedef struct {
     uint64_t object; /* identity of the object within this execution */
     uint64_t key;    /* key within the object, or CS_KEY_WHOLE */
