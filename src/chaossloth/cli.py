@@ -30,7 +30,6 @@ EXIT_FAIL = 1
 EXIT_INPUT = 2
 EXIT_INTERNAL = 3
 
-SUBCOMMANDS = ("check", "replay", "trace", "fix")
 
 _DESCRIPTION = (
     "Deterministic concurrency verification for asyncio: explore the schedules of a workload, "

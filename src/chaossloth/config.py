@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,11 +187,6 @@ class Config:
                 f"unknown option(s): {', '.join(unknown)} (options: {', '.join(NAMES)})"
             )
         return dataclasses.replace(self, **options)
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> Config:
-        """The defaults with `options` (e.g. a pytest marker's keyword arguments) applied."""
-        return DEFAULTS.replace(**dict(options))
 
     def time_budget(self) -> float | None:
         """The commands' time limit: time_limit, else DEFAULT_TIME_LIMIT unless a

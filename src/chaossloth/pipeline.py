@@ -48,7 +48,7 @@ def run(
         reason = stage.skip_reason(ctx)
         if reason is not None:
             ctx.printer.skipped(stage.name, reason)
-            if full and not getattr(stage, "implemented", True):
+            if full and not stage.implemented:
                 res.not_implemented.append(stage.name)
             continue
         with ctx.printer.stage(stage.name):

@@ -133,9 +133,6 @@ class ExecutionResult:
     def schedule(self) -> list[int]:
         return [s.actor for s in self.steps]
 
-    def actor_names(self) -> dict[int, str]:
-        return {s.actor: s.name for s in self.steps}
-
 
 @dataclass
 class ExplorationResult:

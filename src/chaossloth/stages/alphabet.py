@@ -13,6 +13,7 @@ from chaossloth.stages.context import Context
 class Alphabet:
     name = "alphabet"
     title = "Alphabet: events, resources, dependent pairs"
+    implemented = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return None

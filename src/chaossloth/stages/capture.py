@@ -18,6 +18,7 @@ from chaossloth.stages.context import Context, input_problem_of, run_once
 class Capture:
     name = "capture"
     title = "Capture: record two default-order runs"
+    implemented = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return None

@@ -14,6 +14,7 @@ from chaossloth.stages.context import IO_TYPES, Context, input_problem_of
 class Collapse:
     name = "collapse"
     title = "Collapse: explore the distinct schedules"
+    implemented = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return None

@@ -16,6 +16,7 @@ from chaossloth.stages.context import Context
 class CollisionWindow:
     name = "collision window"
     title = "Collision window: failure rate on the stock loop"
+    implemented = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return None if ctx.config.telemetry else "skipped"

@@ -25,10 +25,12 @@ Oracle = Callable[[Any], Any]
 
 class Stage(Protocol):
     """One stage of the pipeline.  ``name`` keys the JSON report's ``stages`` entries,
-    ``title`` is the line printed as the stage ends (it says what the stage does)."""
+    ``title`` is the line printed as the stage ends (it says what the stage does);
+    ``implemented`` is False for a stage that only says it is not there yet."""
 
     name: str
     title: str
+    implemented: bool
 
     def skip_reason(self, ctx: Context) -> str | None:
         """Why the stage does not run on this context (printed instead of its time), or None."""

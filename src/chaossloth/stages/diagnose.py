@@ -14,6 +14,7 @@ from chaossloth.stages.context import Context, one_line, run_once
 class Diagnose:
     name = "diagnosis"
     title = "Diagnose: name the hazard, explain the schedule"
+    implemented = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return None if ctx.failing is not None else "nothing to diagnose"

@@ -19,6 +19,7 @@ from chaossloth.stages.context import Context
 class Verdict:
     name = "verdict"
     title = "Verdict: write the schedule, replay it"
+    implemented = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return None
