@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chaossloth import cli, pipeline, scenario
+from chaossloth import cli, pipeline, runner, scenario
 from chaossloth.config import Config
 from chaossloth.progress import (
     ClearingWriter,
@@ -210,7 +210,6 @@ def test_clearing_writer_clears_before_output() -> None:
 
 
 def test_driven_by_a_real_exploration() -> None:
-    from chaossloth import runner
 
     program = scenario.load(SEED, Config(scenario="two_requests"))
     s = Term()
