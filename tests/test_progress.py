@@ -210,7 +210,6 @@ def test_clearing_writer_clears_before_output() -> None:
 
 
 def test_driven_by_a_real_exploration() -> None:
-
     program = scenario.load(SEED, Config(scenario="two_requests"))
     s = Term()
     ticks = iter(range(10_000))
