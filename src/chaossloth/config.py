@@ -4,8 +4,9 @@
 ``check`` options from its fields (flag, default and help text come from here), the pytest
 plugin validates the marker's keyword arguments against it, the runner (``runner.explore``,
 ``runner.run_once``) and the schedule reader take their defaults from it.  Adding an option is
-adding one field below (with its ``help`` and, for the CLI, its ``flag``); ``__post_init__``
-checks it.
+adding one field below (its group, default, ``help`` and, for the CLI, its ``flag``): the CLI
+flag, the plugin's acceptance (group ``exploration``), the runner's keyword and the type check of
+``__post_init__`` follow from the field; a value range needs one line in ``__post_init__``.
 
 ``Config`` is frozen: derive a changed one with :meth:`Config.replace`, which validates the new
 values and names an unknown option in one :class:`~chaossloth.errors.InputError`.
@@ -159,6 +160,13 @@ class Config:
     quiet: bool = _opt("output", False, "print only the verdict line", "--quiet")
 
     def __post_init__(self) -> None:
+        # every field: its type (bools and strings by their annotation); then the ranges
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.type == "bool" and not isinstance(v, bool):
+                raise InputError(f"option {f.name} must be True or False, not {v!r}")
+            if f.type == "str | None" and v is not None and not isinstance(v, str):
+                raise InputError(f"option {f.name} must be a string, not {v!r}")
         _check_choice("strategy", self.strategy, ALL_STRATEGIES)
         _check_choice("timers", self.timers, TIMER_MODES)
         _check_int("tasks", self.tasks, minimum=1)
@@ -169,15 +177,6 @@ class Config:
         if self.time_limit is not None:
             _check_seconds("time_limit", self.time_limit)
         _check_seconds("telemetry_budget", self.telemetry_budget)
-        for name in ("stop_on_failure", "telemetry", "quiet"):
-            if not isinstance(getattr(self, name), bool):
-                raise InputError(
-                    f"option {name} must be True or False, not {getattr(self, name)!r}"
-                )
-        for name in _STRING_FIELDS:
-            v = getattr(self, name)
-            if v is not None and not isinstance(v, str):
-                raise InputError(f"option {name} must be a string, not {v!r}")
 
     def replace(self, **options: Any) -> Config:
         """A copy with `options` changed; an unknown name or a bad value is an InputError."""
@@ -216,7 +215,6 @@ def _check_seconds(name: str, value: Any) -> None:
 
 #: The names of every option, in declaration order.
 NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Config))
-_STRING_FIELDS = tuple(f.name for f in dataclasses.fields(Config) if f.type == "str | None")
 #: Every option at its default.
 DEFAULTS = Config()
 
