@@ -1,4 +1,4 @@
-"""The stage package: eight stages in DESIGN.md's order, each a module of its own that
+"""The stage package: eight stages in the pipeline's order, each a module of its own that
 ARCHITECTURE.md's table names; loading a user's file is always instrumented."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The eight stages of a ChaosSloth run, one module each (DESIGN.md's pipeline), in order.
+"""The eight stages of a ChaosSloth run, one module each, in order (ARCHITECTURE.md: stage table).
 
 Every stage follows :class:`~chaossloth.stages.context.Stage` (``name``, ``title``,
 ``skip_reason(ctx)``, ``run(ctx)``) over one shared :class:`~chaossloth.stages.context.Context`;
