@@ -34,7 +34,7 @@ typedef struct {
     cs_actor *enabled;
     size_t *enabled_thread;
     bool assert_failed;
-    cs_u64set finals; /* hashes of the final states reached */
+    cs__u64set finals; /* hashes of the final states reached */
     uint64_t id_base;  /* address_ids: this execution's object ids start here */
 } runner;
 
@@ -230,11 +230,11 @@ static int run_step(runner *R, cs_explorer *ex, size_t t) {
 
 static uint64_t final_hash(const runner *R) {
     uint64_t h = 0x243f6a8885a308d3ULL;
-    for (size_t c = 0; c < R->p->n_cells; c++) h = cs_mix64(h ^ (uint64_t)R->cells[c]) + c;
+    for (size_t c = 0; c < R->p->n_cells; c++) h = cs__mix64(h ^ (uint64_t)R->cells[c]) + c;
     for (size_t t = 0; t < R->p->n_threads; t++) {
         const thread_state *ts = &R->th[t];
-        h = cs_mix64(h ^ ts->pc ^ ((uint64_t)ts->failed << 63));
-        for (int k = 1; k <= CS_CPROG_REGS; k++) h = cs_mix64(h ^ (uint64_t)ts->r[k]) + (uint64_t)k;
+        h = cs__mix64(h ^ ts->pc ^ ((uint64_t)ts->failed << 63));
+        for (int k = 1; k <= CS_CPROG_REGS; k++) h = cs__mix64(h ^ (uint64_t)ts->r[k]) + (uint64_t)k;
     }
     return h;
 }
@@ -291,7 +291,7 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
         int more = 0;
         if ((rc = cs_execution_begin(ex, &more))) goto cleanup;
         if (!more) break;
-        R.id_base = (cs_mix64(++executions) | 1) << 20; /* like fresh allocations */
+        R.id_base = (cs__mix64(++executions) | 1) << 20; /* like fresh allocations */
         for (size_t c = 0; c < prog->n_cells; c++) R.cells[c] = prog->init ? prog->init[c] : 0;
         memset(R.owner, 0, (prog->n_locks ? prog->n_locks : 1) * sizeof *R.owner);
         memset(R.th, 0, nt * sizeof *R.th);
@@ -332,14 +332,14 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
             out->assert_failed++;
             outcome = CS_OUTCOME_FAILED;
         }
-        if (outcome != CS_OUTCOME_ABORTED && (rc = cs_u64set_add(&R.finals, final_hash(&R))) < 0) goto abandon;
+        if (outcome != CS_OUTCOME_ABORTED && (rc = cs__u64set_add(&R.finals, final_hash(&R))) < 0) goto abandon;
         if ((rc = cs_execution_end(ex, outcome))) goto cleanup;
     }
-    out->n_finals = cs_u64set_count(&R.finals);
+    out->n_finals = cs__u64set_count(&R.finals);
     out->finals = malloc((out->n_finals ? out->n_finals : 1) * sizeof *out->finals);
     rc = CS_ENOMEM;
     if (!out->finals) goto cleanup;
-    cs_u64set_members(&R.finals, out->finals);
+    cs__u64set_members(&R.finals, out->finals);
     qsort(out->finals, out->n_finals, sizeof *out->finals, cmp_u64);
     cs_explorer_stats(ex, &out->stats);
     rc = CS_OK;
@@ -356,7 +356,7 @@ cleanup:
     free(R.actors);
     free(R.enabled);
     free(R.enabled_thread);
-    cs_u64set_free(&R.finals);
+    cs__u64set_free(&R.finals);
     if (rc) cs_cprog_result_free(out);
     return rc;
 }

@@ -277,7 +277,7 @@ static int dpor_choose(cs_explorer *ex, void *state, size_t step,
                 return CS_OK;
             }
         s->diverged_now = true;
-        return cs_explorer_diverged(ex, step, c->ev.actor, n);
+        return cs__explorer_diverged(ex, step, c->ev.actor, n);
     }
     /* free choice: the first enabled actor that is not asleep */
     for (size_t i = 0; i < n; i++) {
@@ -291,15 +291,15 @@ static int dpor_choose(cs_explorer *ex, void *state, size_t step,
         return CS_OK;
     }
     s->blocked_now = true;
-    cs_explorer_count_blocked(ex);
+    cs__explorer_count_blocked(ex);
     return CS_EBLOCKED;
 }
 
 /* Fills *out with event k of the trace; accesses point into `buf`. */
-static int trace_wevent(const cs_trace *t, bool stable, size_t k, wevent *out,
+static int trace_wevent(const cs__trace *t, bool stable, size_t k, wevent *out,
                         dacc *buf) {
     cs_event e;
-    int rc = cs_trace_get_event(t, k, &e);
+    int rc = cs__trace_get_event(t, k, &e);
     if (rc) return rc;
     out->actor = e.actor;
     out->step = e.actor_step;
@@ -310,7 +310,7 @@ static int trace_wevent(const cs_trace *t, bool stable, size_t k, wevent *out,
     out->anchor = ANCHOR_NOW;
     if (e.scheduled_by >= 0) {
         cs_event by;
-        rc = cs_trace_get_event(t, (size_t)e.scheduled_by, &by);
+        rc = cs__trace_get_event(t, (size_t)e.scheduled_by, &by);
         if (rc) return rc;
         out->sb_actor = by.actor;
         out->sb_step = by.actor_step;
@@ -319,11 +319,11 @@ static int trace_wevent(const cs_trace *t, bool stable, size_t k, wevent *out,
     out->acc = buf;
     for (uint32_t i = 0; i < e.n_accesses; i++) {
         cs_access a;
-        rc = cs_trace_get_access(t, e.first_access + i, &a);
+        rc = cs__trace_get_access(t, e.first_access + i, &a);
         if (rc) return rc;
         uint64_t name = a.object;
         uint32_t birth = 0;
-        if (!stable && (rc = cs_trace_object_name(t, e.first_access + i, &name, &birth)))
+        if (!stable && (rc = cs__trace_object_name(t, e.first_access + i, &name, &birth)))
             return rc;
         buf[i] = (dacc){name, a.key, birth, a.kind};
     }
@@ -365,13 +365,13 @@ static int grow_scratch(dpor_state *s, size_t n_ev, size_t n_acc) {
 
 static int dpor_observe(cs_explorer *ex, void *state, size_t index) {
     dpor_state *s = state;
-    const cs_trace *t = cs_explorer_trace(ex);
+    const cs__trace *t = cs__explorer_trace(ex);
     if (index != s->depth || index >= s->n_pos) return CS_EINVAL;
     position *p = &s->pos[index];
     node *c = p->root->first;
     if (!c) return CS_EINVAL;
     cs_event e;
-    int rc = cs_trace_get_event(t, index, &e);
+    int rc = cs__trace_get_event(t, index, &e);
     if (rc) return rc;
     if (grow_scratch(s, 1, e.n_accesses)) return CS_ENOMEM;
     wevent now;
@@ -413,14 +413,14 @@ static int dpor_observe(cs_explorer *ex, void *state, size_t index) {
  * whose HB-predecessors within v are flagged in reach. */
 typedef struct {
     dpor_state *s;
-    const cs_trace *t;
+    const cs__trace *t;
     size_t vlen;
     size_t remaining;
 } seqv;
 
 static bool hb_v(const seqv *v, size_t m, size_t k) {
     if (k == v->vlen - 1) return v->s->reach[m];
-    return cs_trace_hb(v->t, v->s->vidx[m], v->s->vidx[k]);
+    return cs__trace_hb(v->t, v->s->vidx[m], v->s->vidx[k]);
 }
 
 /* Is actor a (whose next event is ev, if known) a weak initial of v?
@@ -480,14 +480,14 @@ static int insert_v(seqv *v, node *root, uint32_t at_pos) {
 }
 
 /* Handles the race (i, j) of the current trace. */
-static int race(dpor_state *s, const cs_trace *t, size_t i, size_t j) {
+static int race(dpor_state *s, const cs__trace *t, size_t i, size_t j) {
     seqv v = {s, t, 0, 0};
     /* notdep(e, E) over the whole execution, events after e' included (as
      * in the paper): with data-dependent control flow a shorter v can be
      * judged covered by a branch that never leads to the reversed trace */
-    size_t len = cs_trace_len(t);
+    size_t len = cs__trace_len(t);
     for (size_t k = i + 1; k < len; k++)
-        if (k != j && !cs_trace_hb(t, i, k)) s->vidx[v.vlen++] = (uint32_t)k;
+        if (k != j && !cs__trace_hb(t, i, k)) s->vidx[v.vlen++] = (uint32_t)k;
     s->vidx[v.vlen++] = (uint32_t)j;
     /* reach[m]: element m happens before e' within E'.v, i.e. m is, or
      * happens before, an element d of v that e' depends on directly (HB
@@ -500,7 +500,7 @@ static int race(dpor_state *s, const cs_trace *t, size_t i, size_t j) {
     }
     for (size_t m = 0; m + 1 < v.vlen; m++)
         for (size_t q = 0; q < nd && !s->reach[m]; q++)
-            if (s->dlist[q] > s->vidx[m] && cs_trace_hb(t, s->vidx[m], s->dlist[q]))
+            if (s->dlist[q] > s->vidx[m] && cs__trace_hb(t, s->vidx[m], s->dlist[q]))
                 s->reach[m] = true;
     s->reach[v.vlen - 1] = false;
     for (size_t k = 0; k < v.vlen; k++) s->vremoved[k] = false;
@@ -531,12 +531,12 @@ static bool same_lock_release(const wevent *e, uint64_t obj, uint64_t key) {
     return false;
 }
 
-static int detect_races(dpor_state *s, const cs_trace *t) {
-    size_t len = cs_trace_len(t);
+static int detect_races(dpor_state *s, const cs__trace *t) {
+    size_t len = cs__trace_len(t);
     size_t n_acc = 0;
     for (size_t k = 0; k < len; k++) {
         cs_event e;
-        if (cs_trace_get_event(t, k, &e)) return CS_EINVAL;
+        if (cs__trace_get_event(t, k, &e)) return CS_EINVAL;
         n_acc += e.n_accesses;
     }
     if (grow_scratch(s, len + 1, n_acc + 1)) return CS_ENOMEM;
@@ -556,19 +556,19 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
     for (size_t j = 1; j < len && rc == CS_OK; j++) {
         const wevent *ej = &s->tev[j];
         size_t np;
-        if ((rc = cs_trace_preds(t, j, preds, pcap, &np))) break;
+        if ((rc = cs__trace_preds(t, j, preds, pcap, &np))) break;
         if (np > pcap) {
             free(preds);
             pcap = np;
             preds = malloc(pcap * sizeof *preds);
             if (!preds) return CS_ENOMEM;
-            if ((rc = cs_trace_preds(t, j, preds, pcap, &np))) break;
+            if ((rc = cs__trace_preds(t, j, preds, pcap, &np))) break;
         }
         /* an event made runnable by a clock advance cannot move before the
          * events its barrier follows; later ones are ordinary races */
-        size_t barrier = ej->after_all ? cs_trace_barrier_of(t, j) : 0;
+        size_t barrier = ej->after_all ? cs__trace_barrier_of(t, j) : 0;
         cs_event evj;
-        cs_trace_get_event(t, j, &evj);
+        cs__trace_get_event(t, j, &evj);
         uint64_t lobj = 0, lkey = 0;
         bool acquire = is_lock_op(ej, CS_LOCK_ACQUIRE, &lobj, &lkey);
         size_t rel = SIZE_MAX;
@@ -596,7 +596,7 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
         if (acq == SIZE_MAX) continue;
         bool ordered = false; /* ordered by something other than the release */
         for (size_t q = 0; q < np && !ordered; q++)
-            if (preds[q] != rel && (preds[q] == acq || cs_trace_hb(t, acq, preds[q])))
+            if (preds[q] != rel && (preds[q] == acq || cs__trace_hb(t, acq, preds[q])))
                 ordered = true;
         if (!ordered) rc = race(s, t, acq, j);
     }
@@ -608,8 +608,8 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
 
 static int dpor_end(cs_explorer *ex, void *state, int outcome) {
     dpor_state *s = state;
-    const cs_trace *t = cs_explorer_trace(ex);
-    size_t len = cs_trace_len(t);
+    const cs__trace *t = cs__explorer_trace(ex);
+    size_t len = cs__trace_len(t);
     int rc;
     if (outcome == CS_OUTCOME_ABORTED && !s->blocked_now) s->incomplete = true;
     if (len != s->depth || len >= s->n_pos) return CS_EINVAL;
@@ -686,7 +686,7 @@ static int dpor_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_dpor = {
+const cs__strategy_ops cs__strategy_dpor = {
     "dpor", dpor_create, dpor_destroy, dpor_begin,
     dpor_choose, dpor_observe, dpor_end,
 };

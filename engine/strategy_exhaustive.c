@@ -78,7 +78,7 @@ static int exh_choose(cs_explorer *ex, void *state, size_t step,
                 s->depth++;
                 return CS_OK;
             }
-        return cs_explorer_diverged(ex, step, want, n);
+        return cs__explorer_diverged(ex, step, want, n);
     }
     if (s->n_frames == s->cap_frames) {
         size_t ncap = s->cap_frames ? s->cap_frames * 2 : 64;
@@ -133,7 +133,7 @@ static int exh_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_exhaustive = {
+const cs__strategy_ops cs__strategy_exhaustive = {
     "exhaustive", exh_create, exh_destroy, exh_begin,
     exh_choose, exh_observe, exh_end,
 };

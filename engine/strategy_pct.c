@@ -30,7 +30,7 @@ typedef struct {
     uint64_t seed;
     uint32_t depth;
     uint64_t hint;
-    cs_rng rng;
+    cs__rng rng;
 
     /* per actor id, valid for the current execution when seen[a] == epoch */
     uint64_t *seen;
@@ -105,7 +105,7 @@ static int appear(pct_state *s, cs_actor a) {
         s->order = no;
         s->cap_order = ncap;
     }
-    size_t pos = (size_t)cs_rng_below(&s->rng, s->n_order + 1);
+    size_t pos = (size_t)cs__rng_below(&s->rng, s->n_order + 1);
     memmove(s->order + pos + 1, s->order + pos, (s->n_order - pos) * sizeof *s->order);
     s->order[pos] = a;
     s->n_order++;
@@ -125,7 +125,7 @@ static int pct_begin(cs_explorer *ex, void *state, int *more, int *complete) {
     cs_stats st;
     cs_explorer_stats(ex, &st);
     if (st.max_depth > s->longest) s->longest = st.max_depth;
-    cs_rng_seed_stream(&s->rng, s->seed ^ 0x5043545043545043ULL /* "PCTPCTPC" */, st.executions);
+    cs__rng_seed_stream(&s->rng, s->seed ^ 0x5043545043545043ULL /* "PCTPCTPC" */, st.executions);
     s->epoch++;
     s->n_order = 0;
     uint64_t k = s->hint > s->longest ? s->hint : s->longest;
@@ -137,14 +137,14 @@ static int pct_begin(cs_explorer *ex, void *state, int *more, int *complete) {
         for (uint64_t i = 0; i < k; i++) s->change[s->n_change++] = i;
         /* shuffle which index gets which priority */
         for (size_t i = s->n_change; i > 1; i--) {
-            size_t j = (size_t)cs_rng_below(&s->rng, i);
+            size_t j = (size_t)cs__rng_below(&s->rng, i);
             uint64_t t = s->change[i - 1];
             s->change[i - 1] = s->change[j];
             s->change[j] = t;
         }
     } else {
         while (s->n_change < want) {
-            uint64_t c = cs_rng_below(&s->rng, k);
+            uint64_t c = cs__rng_below(&s->rng, k);
             bool dup = false;
             for (size_t i = 0; i < s->n_change; i++) dup |= s->change[i] == c;
             if (!dup) s->change[s->n_change++] = c;
@@ -202,6 +202,6 @@ static int pct_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_pct = {
+const cs__strategy_ops cs__strategy_pct = {
     "pct", pct_create, pct_destroy, pct_begin, pct_choose, pct_observe, pct_end,
 };

@@ -45,7 +45,7 @@ typedef struct {
 
 typedef struct {
     uint64_t seed;
-    cs_rng rng;
+    cs__rng rng;
     uint64_t epoch;
     actor_slot *slots;
     size_t cap;
@@ -98,7 +98,7 @@ static int pos_begin(cs_explorer *ex, void *state, int *more, int *complete) {
     pos_state *s = state;
     cs_stats st;
     cs_explorer_stats(ex, &st);
-    cs_rng_seed_stream(&s->rng, s->seed ^ 0x504f53504f53504fULL /* "POSPOSPO" */, st.executions);
+    cs__rng_seed_stream(&s->rng, s->seed ^ 0x504f53504f53504fULL /* "POSPOSPO" */, st.executions);
     s->epoch++;
     s->n_pending = 0;
     *more = 1;
@@ -123,7 +123,7 @@ static int pos_choose(cs_explorer *ex, void *state, size_t step,
         actor_slot *sl = slot(s, enabled[i]);
         if (!sl) return CS_ENOMEM;
         if (!sl->has_prio) {
-            sl->prio = cs_rng_double(&s->rng);
+            sl->prio = cs__rng_double(&s->rng);
             sl->has_prio = true;
         }
         /* Ties (probability ~2^-53) go to the earlier actor in fifo order. */
@@ -172,7 +172,7 @@ static int pos_observe(cs_explorer *ex, void *state, size_t index) {
         for (size_t p = 0; !races && p < sl->n_pred; p++)
             for (uint32_t k = 0; !races && k < ev.n_accesses; k++)
                 races = overlaps(&sl->pred[p], &s->cur[k]);
-        if (races) sl->prio = cs_rng_double(&s->rng);
+        if (races) sl->prio = cs__rng_double(&s->rng);
     }
     /* The executed actor's next event is new; its accesses become the
      * prediction for that event. */
@@ -198,6 +198,6 @@ static int pos_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_pos = {
+const cs__strategy_ops cs__strategy_pos = {
     "pos", pos_create, pos_destroy, pos_begin, pos_choose, pos_observe, pos_end,
 };

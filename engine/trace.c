@@ -9,7 +9,7 @@
  *   - same actor (program order);
  *   - b.scheduled_by == a (the step that made b runnable);
  *   - b.scheduled_by == CS_AFTER_ALL and a precedes b's barrier (the latest
- *     cs_trace_barrier before b, or b itself when there was none): the clock
+ *     cs__trace_barrier before b, or b itself when there was none): the clock
  *     advance that made b runnable follows every event before it;
  *   - conflicting accesses: resources (object, key) overlap (same object and
  *     same key, or either key is CS_KEY_WHOLE) and at least one is a write
@@ -37,7 +37,7 @@
  * Each choice keeps every chain totally ordered by HB, which is all the HB
  * test needs.  Clocks are stored densely over the chains that exist when the
  * event ends (clock_len = that count).  The actor-indexed clock of the public
- * API (cs_trace_get_clock) is materialised on demand: clock[a] = 1 + the
+ * API (cs__trace_get_clock) is materialised on demand: clock[a] = 1 + the
  * actor_step of a's last event that happens before or equals e, found by
  * binary search over a's events (HB-closed sets are prefixes of an actor's
  * program order).
@@ -56,7 +56,7 @@
  * predecessors list the same as taking every actor's last event in actor
  * order (each actor has at most one maximal event: its last).
  *
- * Memory is kept across cs_trace_reset (hash tables are invalidated by a
+ * Memory is kept across cs__trace_reset (hash tables are invalidated by a
  * generation stamp) and grows with the length of an execution only.
  */
 #include "internal.h"
@@ -96,7 +96,7 @@ typedef struct {
 } resource;
 
 typedef struct {
-    uint64_t name;        /* see cs_trace_object_name */
+    uint64_t name;        /* see cs__trace_object_name */
     uint32_t birth;       /* 0, or event + 1 of its first (unflagged) access */
     uint32_t whole;       /* resource index of (object, CS_KEY_WHOLE), or NONE */
     act_list key_writes;  /* per actor: last key write since last whole write */
@@ -136,7 +136,7 @@ typedef struct acc_ref {
     uint32_t obj, res;
 } acc_ref;
 
-struct cs_trace {
+struct cs__trace {
     event *ev;
     size_t len, cap;
     bool open;
@@ -169,9 +169,9 @@ struct cs_trace {
     uint32_t *n_steps;  /* steps taken so far */
     size_t width, cap_actor;
 
-    uint32_t *work; /* cs_trace_get_clock's result, cap_actor entries */
+    uint32_t *work; /* cs__trace_get_clock's result, cap_actor entries */
 
-    /* cs_trace_get_clock's index of each actor's events, built on demand for
+    /* cs__trace_get_clock's index of each actor's events, built on demand for
      * the first idx_len events (idx_len = SIZE_MAX: stale) */
     uint32_t *by_actor_off; /* actor a's events: by_actor[off[a] .. off[a+1]) */
     size_t cap_by_actor_off;
@@ -210,7 +210,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 
 #define GROW(ptr, capv, need) grow((void **)&(ptr), &(capv), (need), sizeof *(ptr))
 
-static size_t actor_hash(cs_actor actor) { return (size_t)cs_mix64(actor + 0x2545f491ULL); }
+static size_t actor_hash(cs_actor actor) { return (size_t)cs__mix64(actor + 0x2545f491ULL); }
 
 /* Rebuilds the index of l for n + 1 entries. */
 static int list_index(act_list *l) {
@@ -272,7 +272,7 @@ static int list_put(act_list *l, cs_actor actor, uint32_t e) {
 }
 
 static size_t slot_hash(uint64_t object, uint64_t key) {
-    return (size_t)cs_mix64(object * 0x9e3779b97f4a7c15ULL ^ cs_mix64(key));
+    return (size_t)cs__mix64(object * 0x9e3779b97f4a7c15ULL ^ cs__mix64(key));
 }
 
 /* Finds (object, key); inserts it with index *fresh_index when absent and
@@ -308,13 +308,13 @@ static uint32_t table_find(table *t, uint32_t gen, uint64_t object, uint64_t key
     return fresh_index;
 }
 
-static uint32_t clock_at(const cs_trace *t, uint32_t e, uint32_t chain) {
+static uint32_t clock_at(const cs__trace *t, uint32_t e, uint32_t chain) {
     const event *ev = &t->ev[e];
     return chain < ev->clock_len ? t->clocks[ev->clock_off + chain] : 0;
 }
 
 /* a happens before b (both recorded events) */
-static bool hb_idx(const cs_trace *t, uint32_t a, uint32_t b) {
+static bool hb_idx(const cs__trace *t, uint32_t a, uint32_t b) {
     if (a >= b) return false;
     const event *ea = &t->ev[a];
     return clock_at(t, b, ea->chain) >= ea->chain_pos;
@@ -322,9 +322,9 @@ static bool hb_idx(const cs_trace *t, uint32_t a, uint32_t b) {
 
 /* --------------------------------------------------------- lifecycle */
 
-int cs_trace_new(cs_trace **out) {
+int cs__trace_new(cs__trace **out) {
     if (!out) return CS_EINVAL;
-    cs_trace *t = calloc(1, sizeof *t);
+    cs__trace *t = calloc(1, sizeof *t);
     if (!t) return CS_ENOMEM;
     t->gen = 1;
     t->idx_len = SIZE_MAX;
@@ -332,7 +332,7 @@ int cs_trace_new(cs_trace **out) {
     return CS_OK;
 }
 
-void cs_trace_free(cs_trace *t) {
+void cs__trace_free(cs__trace *t) {
     if (!t) return;
     for (size_t i = 0; i < t->cap_res; i++) {
         free(t->res[i].reads.v);
@@ -368,7 +368,7 @@ void cs_trace_free(cs_trace *t) {
     free(t);
 }
 
-void cs_trace_reset(cs_trace *t) {
+void cs__trace_reset(cs__trace *t) {
     if (!t) return;
     t->len = 0;
     t->open = false;
@@ -398,7 +398,7 @@ void cs_trace_reset(cs_trace *t) {
 
 /* ------------------------------------------------------------ recording */
 
-int cs_trace_step_begin(cs_trace *t, cs_actor actor, int64_t scheduled_by) {
+int cs__trace_step_begin(cs__trace *t, cs_actor actor, int64_t scheduled_by) {
     if (!t || actor == CS_NO_ACTOR) return CS_EINVAL;
     if (t->open) return CS_ESTATE;
     if (scheduled_by < CS_AFTER_ALL || scheduled_by >= (int64_t)t->len) return CS_EINVAL;
@@ -437,7 +437,7 @@ int cs_trace_step_begin(cs_trace *t, cs_actor actor, int64_t scheduled_by) {
     return CS_OK;
 }
 
-int cs_trace_access_add(cs_trace *t, uint64_t object, uint64_t key,
+int cs__trace_access_add(cs__trace *t, uint64_t object, uint64_t key,
                         cs_access_kind kind, uint32_t site) {
     if (!t) return CS_EINVAL;
     if (!t->open) return CS_ESTATE;
@@ -458,7 +458,7 @@ static int cmp_u64(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-static int cand_add(cs_trace *t, uint32_t e) {
+static int cand_add(cs__trace *t, uint32_t e) {
     if (e == NONE || t->stamp[e] == t->stamp_now) return CS_OK;
     if (GROW(t->cand, t->cap_cand, t->n_cand + 1)) return CS_ENOMEM;
     t->stamp[e] = t->stamp_now;
@@ -466,14 +466,14 @@ static int cand_add(cs_trace *t, uint32_t e) {
     return CS_OK;
 }
 
-static int cand_list(cs_trace *t, const act_list *l) {
+static int cand_list(cs__trace *t, const act_list *l) {
     for (uint32_t i = 0; i < l->n; i++)
         if (cand_add(t, l->v[i].event)) return CS_ENOMEM;
     return CS_OK;
 }
 
 /* Looks up (or creates) the resource record of (object, key). */
-static int resource_of(cs_trace *t, uint64_t object, uint64_t key, uint32_t *out) {
+static int resource_of(cs__trace *t, uint64_t object, uint64_t key, uint32_t *out) {
     size_t old = t->cap_res;
     if (GROW(t->res, t->cap_res, t->n_res + 1)) return CS_ENOMEM;
     for (size_t i = old; i < t->cap_res; i++) memset(&t->res[i], 0, sizeof t->res[i]);
@@ -489,7 +489,7 @@ static int resource_of(cs_trace *t, uint64_t object, uint64_t key, uint32_t *out
     return CS_OK;
 }
 
-/* Names for other executions (cs_trace_object_name).  The top two bits keep
+/* Names for other executions (cs__trace_object_name).  The top two bits keep
  * the three families apart: stable ids (00), created objects (01), objects
  * named by their first access (1x). */
 #define NAME_CREATED (1ULL << 62)
@@ -501,14 +501,14 @@ static uint64_t object_name(uint64_t object, uint8_t flags, cs_actor actor,
     *birth = 0;
     if (flags & CS_ID_STABLE) return object & ~(NAME_CREATED | NAME_BIRTH);
     if (flags & CS_ID_CREATED)
-        return NAME_CREATED | (cs_mix64(((uint64_t)actor << 32 | actor_step) ^
-                                     cs_mix64(created_rank + 0x9e3779b97f4a7c15ULL)) &
+        return NAME_CREATED | (cs__mix64(((uint64_t)actor << 32 | actor_step) ^
+                                     cs__mix64(created_rank + 0x9e3779b97f4a7c15ULL)) &
                                (NAME_CREATED - 1));
     *birth = event + 1;
     return NAME_BIRTH | (uint64_t)(event + 1) << 24 | (access & 0xffffff);
 }
 
-static int object_of(cs_trace *t, uint64_t object, uint64_t name, uint32_t birth,
+static int object_of(cs__trace *t, uint64_t object, uint64_t name, uint32_t birth,
                      uint32_t *out) {
     size_t old = t->cap_obj;
     if (GROW(t->obj, t->cap_obj, t->n_obj + 1)) return CS_ENOMEM;
@@ -529,7 +529,7 @@ static int object_of(cs_trace *t, uint64_t object, uint64_t name, uint32_t birth
 }
 
 /* The current chain tips, sorted by (actor, event), into tip_keys. */
-static int snapshot_tips(cs_trace *t) {
+static int snapshot_tips(cs__trace *t) {
     if (GROW(t->tip_keys, t->cap_tip_keys, t->n_chain + 1)) return CS_ENOMEM;
     for (size_t c = 0; c < t->n_chain; c++)
         t->tip_keys[c] = (uint64_t)t->ev[t->chains[c].tip].actor << 32 | t->chains[c].tip;
@@ -538,7 +538,7 @@ static int snapshot_tips(cs_trace *t) {
     return CS_OK;
 }
 
-int cs_trace_barrier(cs_trace *t) {
+int cs__trace_barrier(cs__trace *t) {
     if (!t) return CS_EINVAL;
     if (t->open) return CS_ESTATE;
     if (snapshot_tips(t)) return CS_ENOMEM;
@@ -547,12 +547,12 @@ int cs_trace_barrier(cs_trace *t) {
     return CS_OK;
 }
 
-size_t cs_trace_barrier_of(const cs_trace *t, size_t index) {
+size_t cs__trace_barrier_of(const cs__trace *t, size_t index) {
     if (!t || index >= t->len || t->ev[index].scheduled_by != CS_AFTER_ALL) return 0;
     return t->ev[index].barrier;
 }
 
-int cs_trace_step_end(cs_trace *t) {
+int cs__trace_step_end(cs__trace *t) {
     if (!t) return CS_EINVAL;
     if (!t->open) return CS_ESTATE;
     uint32_t me = (uint32_t)t->len;
@@ -730,13 +730,13 @@ int cs_trace_step_end(cs_trace *t) {
     return CS_OK;
 }
 
-bool cs_trace_step_open(const cs_trace *t) { return t && t->open; }
-size_t cs_trace_chains(const cs_trace *t) { return t ? t->n_chain : 0; }
-size_t cs_trace_len(const cs_trace *t) { return t ? t->len : 0; }
+bool cs__trace_step_open(const cs__trace *t) { return t && t->open; }
+size_t cs__trace_chains(const cs__trace *t) { return t ? t->n_chain : 0; }
+size_t cs__trace_len(const cs__trace *t) { return t ? t->len : 0; }
 
 /* ------------------------------------------------------------ queries */
 
-int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out) {
+int cs__trace_get_event(const cs__trace *t, size_t index, cs_event *out) {
     if (!t || !out || index >= t->len) return CS_EINVAL;
     const event *e = &t->ev[index];
     out->actor = e->actor;
@@ -747,7 +747,7 @@ int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out) {
     return CS_OK;
 }
 
-int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
+int cs__trace_object_name(const cs__trace *t, size_t access_index, uint64_t *name,
                          uint32_t *birth) {
     if (!t || !name || !birth || access_index >= t->n_acc) return CS_EINVAL;
     /* accesses of the open step are resolved only when it ends */
@@ -757,20 +757,20 @@ int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
     return CS_OK;
 }
 
-int cs_trace_get_access_flags(const cs_trace *t, size_t index, uint8_t *flags) {
+int cs__trace_get_access_flags(const cs__trace *t, size_t index, uint8_t *flags) {
     if (!t || !flags || index >= t->n_acc) return CS_EINVAL;
     *flags = t->acc_flags[index];
     return CS_OK;
 }
 
-int cs_trace_get_access(const cs_trace *t, size_t index, cs_access *out) {
+int cs__trace_get_access(const cs__trace *t, size_t index, cs_access *out) {
     if (!t || !out || index >= t->n_acc) return CS_EINVAL;
     *out = t->acc[index];
     return CS_OK;
 }
 
 /* Builds by_actor: the events of each actor in order (counting sort). */
-static int index_actors(cs_trace *t) {
+static int index_actors(cs__trace *t) {
     if (t->idx_len == t->len) return CS_OK;
     if (GROW(t->by_actor_off, t->cap_by_actor_off, t->width + 1)) return CS_ENOMEM;
     if (GROW(t->by_actor, t->cap_by_actor, t->len + 1)) return CS_ENOMEM;
@@ -787,7 +787,7 @@ static int index_actors(cs_trace *t) {
     return CS_OK;
 }
 
-int cs_trace_get_clock(cs_trace *t, size_t index, const uint32_t **clock, size_t *len) {
+int cs__trace_get_clock(cs__trace *t, size_t index, const uint32_t **clock, size_t *len) {
     if (!t || !clock || !len || index >= t->len) return CS_EINVAL;
     if (index_actors(t)) return CS_ENOMEM;
     const event *e = &t->ev[index];
@@ -815,7 +815,7 @@ int cs_trace_get_clock(cs_trace *t, size_t index, const uint32_t **clock, size_t
     return CS_OK;
 }
 
-bool cs_trace_hb(const cs_trace *t, size_t a, size_t b) {
+bool cs__trace_hb(const cs__trace *t, size_t a, size_t b) {
     if (!t || a >= t->len || b >= t->len) return false;
     return hb_idx(t, (uint32_t)a, (uint32_t)b);
 }
@@ -826,7 +826,7 @@ static bool overlap(const cs_access *x, const cs_access *y) {
     return x->key == y->key || x->key == CS_KEY_WHOLE || y->key == CS_KEY_WHOLE;
 }
 
-bool cs_trace_dep(const cs_trace *t, size_t a, size_t b) {
+bool cs__trace_dep(const cs__trace *t, size_t a, size_t b) {
     if (!t || a >= t->len || b >= t->len || a == b) return false;
     if (a > b) {
         size_t x = a;
@@ -844,7 +844,7 @@ bool cs_trace_dep(const cs_trace *t, size_t a, size_t b) {
     return false;
 }
 
-int cs_trace_preds(const cs_trace *t, size_t index, size_t *out, size_t cap,
+int cs__trace_preds(const cs__trace *t, size_t index, size_t *out, size_t cap,
                    size_t *n) {
     if (!t || !n || index >= t->len || (cap && !out)) return CS_EINVAL;
     const event *e = &t->ev[index];
@@ -862,9 +862,9 @@ int cs_trace_preds(const cs_trace *t, size_t index, size_t *out, size_t cap,
  * labelled partial order itself: equal iff the executions are equivalent
  * (modulo collisions), including CS_AFTER_ALL edges that a sequence alone
  * would not show. */
-static uint64_t event_hash(const cs_trace *t, uint32_t i) {
+static uint64_t event_hash(const cs__trace *t, uint32_t i) {
     const event *e = &t->ev[i];
-    uint64_t h = cs_mix64(((uint64_t)e->actor << 32 | e->actor_step) + 0x51ed27);
+    uint64_t h = cs__mix64(((uint64_t)e->actor << 32 | e->actor_step) + 0x51ed27);
     for (uint32_t k = 0; k < e->n_accesses; k++) {
         /* Objects enter by their execution-independent name only where it has
          * one (stable or created ids); an address would make every execution
@@ -872,19 +872,19 @@ static uint64_t event_hash(const cs_trace *t, uint32_t i) {
          * equivalence. */
         const cs_access *a = &t->acc[e->first_access + k];
         const object_rec *o = &t->obj[t->acc_obj[e->first_access + k]];
-        h = cs_mix64(h ^ cs_mix64((o->birth ? 0 : o->name) + 0x1234567));
-        h = cs_mix64(h ^ cs_mix64(a->key ^ 0xabcdef));
-        h = cs_mix64(h ^ a->kind);
+        h = cs__mix64(h ^ cs__mix64((o->birth ? 0 : o->name) + 0x1234567));
+        h = cs__mix64(h ^ cs__mix64(a->key ^ 0xabcdef));
+        h = cs__mix64(h ^ a->kind);
     }
     uint64_t ps = 0; /* commutative over the predecessor set */
     for (uint32_t k = 0; k < e->n_preds; k++) {
         const event *p = &t->ev[t->preds[e->pred_off + k]];
-        ps += cs_mix64(((uint64_t)p->actor << 32 | p->actor_step) ^ 0x7f4a7c15ULL);
+        ps += cs__mix64(((uint64_t)p->actor << 32 | p->actor_step) ^ 0x7f4a7c15ULL);
     }
-    return cs_mix64(h ^ cs_mix64(ps + e->n_preds));
+    return cs__mix64(h ^ cs__mix64(ps + e->n_preds));
 }
 
-uint64_t cs_trace_fingerprint(const cs_trace *t) {
+uint64_t cs__trace_fingerprint(const cs__trace *t) {
     if (!t || t->len == 0) return 0x6a09e667f3bcc908ULL;
     size_t n = t->len;
     uint32_t *indeg = calloc(n, sizeof *indeg);
@@ -894,7 +894,7 @@ uint64_t cs_trace_fingerprint(const cs_trace *t) {
     uint64_t h = 0xcbf29ce484222325ULL;
     if (!indeg || !succ_off || !succ || !heap) {
         /* degrade to the plain sequence hash: still deterministic */
-        for (size_t i = 0; i < n; i++) h = cs_mix64(h ^ event_hash(t, (uint32_t)i));
+        for (size_t i = 0; i < n; i++) h = cs__mix64(h ^ event_hash(t, (uint32_t)i));
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -906,7 +906,7 @@ uint64_t cs_trace_fingerprint(const cs_trace *t) {
     {
         uint32_t *fill = calloc(n, sizeof *fill);
         if (!fill) {
-            for (size_t i = 0; i < n; i++) h = cs_mix64(h ^ event_hash(t, (uint32_t)i));
+            for (size_t i = 0; i < n; i++) h = cs__mix64(h ^ event_hash(t, (uint32_t)i));
             goto done;
         }
         for (size_t i = 0; i < n; i++) {
@@ -949,7 +949,7 @@ uint64_t cs_trace_fingerprint(const cs_trace *t) {
             heap[m] = tmp;
             c = m;
         }
-        h = cs_mix64(h ^ event_hash(t, x)) + (uint64_t)done_n++;
+        h = cs__mix64(h ^ event_hash(t, x)) + (uint64_t)done_n++;
         for (uint32_t k = succ_off[x]; k < succ_off[x + 1]; k++)
             if (--indeg[succ[k]] == 0) HPUSH(succ[k]);
     }
