@@ -109,18 +109,25 @@ typedef struct node {
     struct node *first, *last, *next;
 } node;
 
+/* Frees n and its whole subtree (not n's siblings).  Iterative: a wakeup
+ * tree is as deep as an execution is long (one node per step), so recursion
+ * per level would overflow the stack.  Work list: nodes still to free,
+ * linked through `next`; a freed node's children are spliced in front. */
 static void node_free(node *n) {
-    while (n) {
-        node *c = n->first;
-        while (c) {
-            node *nx = c->next;
-            node_free(c);
-            c = nx;
+    if (!n) return;
+    n->next = NULL;
+    node *work = n;
+    while (work) {
+        node *x = work;
+        work = x->next;
+        if (x->first) {
+            node *tail = x->first;
+            while (tail->next) tail = tail->next;
+            tail->next = work;
+            work = x->first;
         }
-        node *dead = n;
-        n = NULL;
-        free(dead->ev.acc);
-        free(dead);
+        free(x->ev.acc);
+        free(x);
     }
 }
 
@@ -142,7 +149,9 @@ typedef struct {
     node *root;
     sleeper *sleep;
     uint32_t n_sleep, cap_sleep;
-    wevent *owned; /* finished branches of this position */
+    node **owned; /* finished branches of this position (childless nodes,
+                     each allocated on its own so that sleepers' pointers
+                     stay valid when this array grows) */
     uint32_t n_owned, cap_owned;
 } position;
 
@@ -182,7 +191,7 @@ static int ensure_pos(dpor_state *s, size_t k) {
 }
 
 static void pos_clear(position *p) {
-    for (uint32_t i = 0; i < p->n_owned; i++) free(p->owned[i].acc);
+    for (uint32_t i = 0; i < p->n_owned; i++) node_free(p->owned[i]);
     free(p->owned);
     free(p->sleep);
     memset(p, 0, sizeof *p);
@@ -655,30 +664,21 @@ static int dpor_end(cs_explorer *ex, void *state, int outcome) {
         k--;
         /* the branch executed at k is finished: it goes to sleep at k */
         position *up = &s->pos[k];
-        node *c = up->root->first;
-        up->root->first = c->next;
-        if (up->root->last == c) up->root->last = NULL;
         if (up->n_owned == up->cap_owned) {
+            /* only the array of pointers moves: sleepers point at the
+             * nodes' events, which stay where they are */
             uint32_t ncap = up->cap_owned ? up->cap_owned * 2 : 4;
-            /* sleepers point into owned: grow by copying into a new array
-             * would invalidate them, so owned events are kept by pointer */
-            wevent *no = realloc(up->owned, ncap * sizeof *no);
+            node **no = realloc(up->owned, ncap * sizeof *no);
             if (!no) return CS_ENOMEM;
-            if (no != up->owned) {
-                /* re-point this position's sleepers at the moved events */
-                for (uint32_t i = 0; i < up->n_sleep; i++)
-                    if (up->sleep[i].ev >= up->owned && up->sleep[i].ev < up->owned + up->n_owned)
-                        up->sleep[i].ev = no + (up->sleep[i].ev - up->owned);
-            }
             up->owned = no;
             up->cap_owned = ncap;
         }
-        up->owned[up->n_owned] = c->ev; /* takes the access array */
-        c->ev.acc = NULL;
-        if ((rc = sleep_add(up, c->ev.actor, &up->owned[up->n_owned]))) return rc;
-        up->n_owned++;
+        node *c = up->root->first;
+        up->root->first = c->next;
+        if (up->root->last == c) up->root->last = NULL;
         c->next = NULL;
-        node_free(c);
+        up->owned[up->n_owned++] = c; /* c has no children left (checked above) */
+        if ((rc = sleep_add(up, c->ev.actor, &c->ev))) return rc;
     }
     pos_clear(&s->pos[0]);
     s->n_pos = 0;

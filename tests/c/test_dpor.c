@@ -523,10 +523,96 @@ static void test_data_dependent_steps_one_execution_per_trace(void) {
            (unsigned long long)se.executions);
 }
 
+/* Wakeup trees as deep as an execution is long are freed without recursion
+ * (a recursive free overflowed the stack on a 300k-step execution). */
+#define DEEP_STEPS 300000
+
+/* A one-actor execution of DEEP_STEPS steps builds a chain of DEEP_STEPS
+ * nodes; freeing the explorer mid-execution frees it. */
+static void test_deep_tree_freed_mid_execution(void) {
+    cs_config cfg;
+    cs_config_init(&cfg, CS_STRATEGY_DPOR);
+    cs_explorer *ex = NULL;
+    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
+    if (!ex) return;
+    cs_actor a;
+    CHECK_EQ(cs_actor_intern(ex, CS_NO_ACTOR, 0, &a), CS_OK);
+    int more = 0;
+    CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+    CHECK_EQ(more, 1);
+    int rc = CS_OK;
+    for (uint32_t i = 0; i < DEEP_STEPS && rc == CS_OK; i++) {
+        size_t ch;
+        rc = cs_choose(ex, &a, 1, &ch);
+        if (!rc) rc = cs_step_begin(ex, a, CS_SCHEDULED_BY_NONE);
+        if (!rc) rc = cs_access_record(ex, 1, i % 4, CS_WRITE, 0);
+        if (!rc) rc = cs_step_end(ex);
+    }
+    CHECK_EQ(rc, CS_OK);
+    CHECK_EQ(cs_trace_length(ex), DEEP_STEPS);
+    cs_explorer_free(ex);
+}
+
+/* Actor A writes x once; actor B takes DEEP_STEPS steps, the last writing
+ * x.  Run A first: the race A -> B's last step inserts B's whole run as one
+ * wakeup sequence (DEEP_STEPS nodes deep).  The second execution follows it
+ * for 10 steps and is aborted: the rest of the prescribed chain is dropped,
+ * and the exploration is reported incomplete. */
+static void test_deep_tree_dropped_when_cut_short(void) {
+    cs_config cfg;
+    cs_config_init(&cfg, CS_STRATEGY_DPOR);
+    cs_explorer *ex = NULL;
+    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
+    if (!ex) return;
+    cs_actor act[2];
+    CHECK_EQ(cs_actor_intern(ex, CS_NO_ACTOR, 0, &act[0]), CS_OK);
+    CHECK_EQ(cs_actor_intern(ex, CS_NO_ACTOR, 1, &act[1]), CS_OK);
+    for (int exec = 0; exec < 2; exec++) {
+        int more = 0;
+        CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+        CHECK_EQ(more, 1);
+        uint32_t left[2] = {1, DEEP_STEPS};
+        int rc = CS_OK;
+        size_t steps = 0;
+        while (rc == CS_OK && (left[0] || left[1]) && (exec == 0 || steps < 10)) {
+            cs_actor en[2];
+            size_t n = 0;
+            for (int k = 0; k < 2; k++)
+                if (left[k]) en[n++] = act[k];
+            size_t ch = 0;
+            rc = cs_choose(ex, en, n, &ch);
+            if (rc) break;
+            int who = en[ch] == act[0] ? 0 : 1;
+            rc = cs_step_begin(ex, en[ch], CS_SCHEDULED_BY_NONE);
+            if (!rc && (who == 0 || left[1] == 1)) rc = cs_access_record(ex, 7, 0, CS_WRITE, 0);
+            if (!rc) rc = cs_step_end(ex);
+            left[who]--;
+            steps++;
+        }
+        CHECK_EQ(rc, CS_OK);
+        if (exec == 1) {
+            /* the wakeup sequence starts with B */
+            cs_event e0;
+            CHECK_EQ(cs_trace_event(ex, 0, &e0), CS_OK);
+            CHECK_EQ(e0.actor, act[1]);
+        }
+        CHECK_EQ(cs_execution_end(ex, exec == 0 ? CS_OUTCOME_OK : CS_OUTCOME_ABORTED), CS_OK);
+    }
+    int more = 1;
+    CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+    CHECK_EQ(more, 0);
+    cs_stats st;
+    cs_explorer_stats(ex, &st);
+    CHECK_EQ(st.complete, 0);
+    cs_explorer_free(ex);
+}
+
 #define TESTS(X)                                                               \
     X(test_readers_count) X(test_scheduled_by_not_reversed)                    \
     X(test_divergence_reported) X(test_after_all)                              \
     X(test_data_dependent_steps_one_execution_per_trace)                       \
     X(test_soundness_and_optimality_rw) X(test_soundness_with_locks)           \
-    X(test_soundness_with_per_execution_ids)
+    X(test_soundness_with_per_execution_ids)                                   \
+    X(test_deep_tree_freed_mid_execution)                                      \
+    X(test_deep_tree_dropped_when_cut_short)
 CTEST_MAIN()
