@@ -47,7 +47,10 @@ static uint64_t lock_object(const runner *R, size_t l) {
     return R->p->address_ids ? R->id_base + 2 * l + 1 : OBJ_LOCKS;
 }
 
-static bool is_visible(uint8_t op) { return op >= CS_OP_LOAD && op <= CS_OP_UNLOCK; }
+static bool is_visible(uint8_t op) {
+    return (op >= CS_OP_LOAD && op <= CS_OP_UNLOCK) || op == CS_OP_BARRIER ||
+           op == CS_OP_BARRIER_READ;
+}
 
 static int validate(const cs_cprog *p) {
     if (!p || (p->n_threads && !p->threads) || p->n_threads > UINT32_MAX) return CS_EINVAL;
@@ -56,7 +59,7 @@ static int validate(const cs_cprog *p) {
         if (th->len && !th->code) return CS_EINVAL;
         for (size_t i = 0; i < th->len; i++) {
             const cs_cprog_instr *in = &th->code[i];
-            if (in->op < CS_OP_LOAD || in->op > CS_OP_ASSERT) return CS_EINVAL;
+            if (in->op < CS_OP_LOAD || in->op > CS_OP_BARRIER_READ) return CS_EINVAL;
             if (in->dst > CS_CPROG_REGS || in->a > CS_CPROG_REGS ||
                 in->b_reg > CS_CPROG_REGS || in->c_reg > CS_CPROG_REGS)
                 return CS_EINVAL;
@@ -87,6 +90,8 @@ static int validate(const cs_cprog *p) {
             case CS_OP_ASSERT:
                 if (in->a == 0) return CS_EINVAL;
                 break;
+            case CS_OP_BARRIER: case CS_OP_BARRIER_READ:
+                break; /* dst 0: the sum is not kept */
             }
         }
     }
@@ -217,6 +222,19 @@ static int run_step(runner *R, cs_explorer *ex, size_t t) {
         if (l == SIZE_MAX || R->owner[l] != (uint32_t)t + 1) { rc = CS_EINVAL; break; }
         rc = cs_access_record(ex, lock_object(R, l), l, CS_LOCK_RELEASE, (uint32_t)ts->pc);
         R->owner[l] = 0;
+        break;
+    }
+    case CS_OP_BARRIER:
+    case CS_OP_BARRIER_READ: {
+        bool write = in->op == CS_OP_BARRIER;
+        rc = cs_access_record(ex, CS_OBJECT_ALL, 0, write ? CS_WRITE : CS_READ,
+                              (uint32_t)ts->pc);
+        uint64_t sum = 0;
+        for (size_t c = 0; c < R->p->n_cells; c++) {
+            sum += (uint64_t)R->cells[c] * (c + 1);
+            if (write) R->cells[c] = (int64_t)((uint64_t)R->cells[c] + (uint64_t)b);
+        }
+        if (in->dst) ts->r[in->dst] = (int64_t)sum;
         break;
     }
     default: rc = CS_EINVAL;

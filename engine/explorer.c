@@ -294,6 +294,7 @@ int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
     int base = (int)kind & CS_KIND_MASK;
     if (base < CS_READ || base > CS_LOCK_RELEASE) return CS_EINVAL;
     if ((kind & CS_ID_STABLE) && (kind & CS_ID_CREATED)) return CS_EINVAL;
+    if (object == CS_OBJECT_ALL && base != CS_READ && base != CS_WRITE) return CS_EINVAL;
     return cs__trace_access_add(ex->trace, object, key, kind, site);
 }
 
@@ -318,6 +319,17 @@ int cs_execution_end(cs_explorer *ex, int outcome) {
          * open step is completed so the trace stays well formed. */
         int rc = cs__trace_step_end(ex->trace);
         if (rc) return rc;
+        ex->phase = IN_EXECUTION;
+    }
+    if (ex->cfg.count_traces && outcome != CS_OUTCOME_ABORTED) {
+        /* Before anything changes: on CS_ENOMEM the execution is still open
+         * (retry, or end it CS_OUTCOME_ABORTED, which counts no trace). */
+        uint64_t fingerprint;
+        int rc = cs__trace_fingerprint(ex->trace, &fingerprint);
+        if (rc) return rc;
+        int added = cs__u64set_add(&ex->fingerprints, fingerprint);
+        if (added < 0) return added;
+        ex->stats.distinct_traces = cs__u64set_count(&ex->fingerprints);
     }
     ex->phase = IDLE;
     ex->stats.executions++;
@@ -325,11 +337,6 @@ int cs_execution_end(cs_explorer *ex, int outcome) {
     if (outcome == CS_OUTCOME_ABORTED) ex->stats.aborted++;
     size_t len = cs__trace_len(ex->trace);
     if (len > ex->stats.max_depth) ex->stats.max_depth = len;
-    if (ex->cfg.count_traces && outcome != CS_OUTCOME_ABORTED) {
-        int added = cs__u64set_add(&ex->fingerprints, cs__trace_fingerprint(ex->trace));
-        if (added < 0) return added;
-        ex->stats.distinct_traces = cs__u64set_count(&ex->fingerprints);
-    }
     int rc = ex->ops->end(ex, ex->state, outcome);
     if (rc == CS_EDIVERGED && outcome != CS_OUTCOME_ABORTED) {
         /* The strategy found the execution did not follow its schedule (it
@@ -391,7 +398,7 @@ int cs_trace_access_flags(const cs_explorer *ex, size_t access_index, uint8_t *f
     return cs__trace_get_access_flags(ex->trace, access_index, flags);
 }
 
-int cs_trace_clock(const cs_explorer *ex, size_t index, const uint32_t **clock,
+int cs_trace_clock(cs_explorer *ex, size_t index, const uint32_t **clock,
                    size_t *len) {
     if (!ex || !clock || !len) return CS_EINVAL;
     return cs__trace_get_clock(ex->trace, index, clock, len);

@@ -31,6 +31,18 @@ static inline uint64_t cs__mix64(uint64_t x) {
     return x;
 }
 
+/* Do two accesses conflict?  Their resources overlap (same object and same
+ * key, or either key is CS_KEY_WHOLE, or either object is CS_OBJECT_ALL, the
+ * global barrier, which overlaps every resource) and at least one is not a
+ * read (lock acquisitions and releases count as writes). */
+static inline bool cs__conflict(uint64_t o1, uint64_t k1, uint8_t kind1, uint64_t o2,
+                                uint64_t k2, uint8_t kind2) {
+    if (kind1 == CS_READ && kind2 == CS_READ) return false;
+    if (o1 == CS_OBJECT_ALL || o2 == CS_OBJECT_ALL) return true;
+    if (o1 != o2) return false;
+    return k1 == k2 || k1 == CS_KEY_WHOLE || k2 == CS_KEY_WHOLE;
+}
+
 /* A growable set of 64-bit values (open addressing; 0 is kept out of band). */
 typedef struct {
     uint64_t *slots;
@@ -93,19 +105,37 @@ size_t cs__trace_len(const cs__trace *t);
 size_t cs__trace_chains(const cs__trace *t);
 /* Canonical fingerprint of the execution's Mazurkiewicz trace: equal for two
  * executions iff they are equivalent up to swapping adjacent independent
- * steps (modulo hash collisions). */
-uint64_t cs__trace_fingerprint(const cs__trace *t);
+ * steps (modulo hash collisions).  Needs O(steps) scratch memory: CS_ENOMEM
+ * when it cannot be had (never a different, cheaper hash: that would count
+ * one trace twice). */
+int cs__trace_fingerprint(const cs__trace *t, uint64_t *out);
 
-/* The name of the object of an access, for comparing executions.  The first
- * access of the object in the execution decides: with CS_ID_STABLE the id
- * itself (*birth = 0); with CS_ID_CREATED a name from (actor, actor_step,
- * rank of the creation in the step) (*birth = 0); otherwise a name from that
- * first access (event, index) and *birth = event + 1.  Two executions that
- * share their first m steps give the same names to the objects first
- * accessed within those steps (births <= m); an object first accessed later
- * may carry a different name in another execution. */
-int cs__trace_object_name(const cs__trace *t, size_t access_index, uint64_t *name,
-                         uint32_t *birth);
+/* The name of an object, for comparing executions: a family and the data
+ * that identifies the object within it, kept whole (no hashing, no masking),
+ * so two objects of one execution never share a name. */
+enum { CS__NAME_STABLE = 0, CS__NAME_CREATED = 1, CS__NAME_BIRTH = 2 };
+typedef struct {
+    uint64_t id;    /* stable: the object id; created: actor << 32 | actor_step;
+                       birth: the event of the first access */
+    uint32_t sub;   /* stable: 0; created: rank of the creation in its step;
+                       birth: index of the first access within its event */
+    uint8_t family; /* CS__NAME_* */
+} cs__objname;
+
+static inline bool cs__objname_eq(const cs__objname *a, const cs__objname *b) {
+    return a->id == b->id && a->sub == b->sub && a->family == b->family;
+}
+
+/* The name of the object of an access.  The first access of the object in
+ * the execution decides: CS_OBJECT_ALL (the barrier, whatever its flags) and
+ * CS_ID_STABLE give the id itself (*birth = 0); CS_ID_CREATED gives (actor,
+ * actor_step, rank of the creation in the step) (*birth = 0); otherwise the
+ * name is that first access (event, index) and *birth = event + 1.  Two
+ * executions that share their first m steps give the same names to the
+ * objects first accessed within those steps (births <= m); an object first
+ * accessed later may carry a different name in another execution. */
+int cs__trace_object_name(const cs__trace *t, size_t access_index, cs__objname *name,
+                          uint32_t *birth);
 
 /* Accessors used by explorer.c to implement the public cs_trace_* API. */
 int cs__trace_get_event(const cs__trace *t, size_t index, cs_event *out);

@@ -29,7 +29,10 @@
  * sleep sets) uses event identities (actor, actor_step): same actor, a
  * scheduled_by edge by identity, CS_AFTER_ALL (treated as dependent with
  * everything here: an over-approximation, which only costs executions), or
- * conflicting accesses.
+ * conflicting accesses (the global barrier CS_OBJECT_ALL conflicts with every
+ * access, a barrier read with every write; races come from the trace's
+ * happens-before, which orders the barrier the same way, so a barrier write
+ * races with every concurrent earlier step that made an access).
  *
  * Objects across executions.  Unless the front end promises stable object
  * ids (cs_config.stable_objects, as C programs do), an id is an address that
@@ -52,30 +55,42 @@
 
 /* ---------------------------------------------------------- events */
 
+/* An access as DPOR compares it across executions.  Invariants: `object`
+ * is the trace's name of the object (with stable_objects: the raw id, family
+ * CS__NAME_STABLE); birth == 0 iff the name holds in every execution
+ * (stable or created ids, and the barrier); `all` iff the object is
+ * CS_OBJECT_ALL (named stable by the trace, so equal in every execution). */
 typedef struct {
-    uint64_t object, key;
-    uint32_t birth; /* 0: a stable id (no anchor applies) */
+    cs__objname object;
+    uint64_t key;
+    uint32_t birth; /* 0: a name valid in every execution (no anchor applies) */
     uint8_t kind;
+    bool all;       /* the global barrier: overlaps every access */
 } dacc;
 
 #define ANCHOR_NOW UINT32_MAX /* an event of the current execution */
 
+/* An event by identity, comparable across executions. */
 typedef struct {
     cs_actor actor;
-    uint32_t step;
-    cs_actor sb_actor; /* CS_NO_ACTOR: none */
+    uint32_t step;     /* actor_step: (actor, step) names the event */
+    cs_actor sb_actor; /* identity of the scheduled_by event; CS_NO_ACTOR: none */
     uint32_t sb_step;
-    bool after_all;
-    bool known; /* false until the event has been observed or inserted */
-    uint32_t anchor; /* steps shared with the current execution's stack */
+    bool after_all;    /* scheduled_by == CS_AFTER_ALL */
+    bool known;        /* false until the event has been observed or inserted;
+                          an unknown event is dependent with everything */
+    uint32_t anchor;   /* its names are valid for the first `anchor` steps of
+                          the current stack (ANCHOR_NOW: a trace event) */
     uint32_t n_acc;
-    dacc *acc; /* owned (nodes, sleep) or borrowed (trace scratch) */
+    dacc *acc;         /* n_acc accesses: owned by a node, or borrowed from
+                          the trace scratch (tev/tacc) */
 } wevent;
 
 static bool conflict(const dacc *x, const dacc *y, uint32_t shared) {
-    bool both_unnamed = x->birth > shared && y->birth > shared;
-    if (!both_unnamed && x->object != y->object) return false;
     if (x->kind == CS_READ && y->kind == CS_READ) return false;
+    if (x->all || y->all) return true;
+    bool both_unnamed = x->birth > shared && y->birth > shared;
+    if (!both_unnamed && !cs__objname_eq(&x->object, &y->object)) return false;
     return x->key == y->key || x->key == CS_KEY_WHOLE || y->key == CS_KEY_WHOLE;
 }
 
@@ -104,6 +119,9 @@ static int ev_copy(wevent *dst, const wevent *src) {
 
 /* ----------------------------------------------------- wakeup trees */
 
+/* A wakeup-tree node.  Invariants: first..last (via next) are its children,
+ * in insertion order (the order they will be explored); last == NULL iff
+ * first == NULL; a node is in at most one child list or one `owned` array. */
 typedef struct node {
     wevent ev;
     struct node *first, *last, *next;
@@ -141,39 +159,57 @@ static void node_append(node *parent, node *child) {
 /* ------------------------------------------------------ positions */
 
 typedef struct {
-    cs_actor actor;
-    const wevent *ev; /* owned by this or an earlier position */
+    cs_actor actor;   /* at most one entry per actor in a sleep set */
+    const wevent *ev; /* its next event: the event of a node in the `owned`
+                         array of this or an earlier position (lives as long
+                         as this entry, since positions are freed deepest
+                         first) */
 } sleeper;
 
+/* Position k: the state before event k of the current execution. */
 typedef struct {
-    node *root;
-    sleeper *sleep;
+    node *root;       /* wakeup tree here; root->first is the branch being run
+                         (pos[k + 1].root == root->first for k + 1 < n_pos);
+                         borrowed: owned by the parent's child list (root0 for
+                         k = 0) */
+    sleeper *sleep;   /* sleep set: inherited from k - 1 when independent of
+                         event k - 1, plus this position's finished branches */
     uint32_t n_sleep, cap_sleep;
-    node **owned; /* finished branches of this position (childless nodes,
-                     each allocated on its own so that sleepers' pointers
-                     stay valid when this array grows) */
+    node **owned;     /* finished branches of this position: childless nodes,
+                         each allocated on its own so that sleepers' pointers
+                         stay valid when this array grows */
     uint32_t n_owned, cap_owned;
 } position;
 
 typedef struct {
-    node *root0;
-    position *pos;
+    node *root0;       /* the wakeup tree of the empty prefix; owns every node
+                          of the live tree */
+    position *pos;     /* the stack: pos[0 .. n_pos); during an execution
+                          n_pos == max(depth, branch) + 1 */
     size_t n_pos, cap_pos;
-    size_t branch;     /* position where this execution's new branch starts */
-    size_t depth;      /* steps taken in the current execution */
-    bool started, exhausted, incomplete;
-    bool stable_objects; /* cs_config.stable_objects */
-    bool blocked_now, diverged_now;
+    size_t branch;     /* position where this execution's new branch starts:
+                          positions <= branch are replayed from the tree,
+                          deeper ones are built by observe */
+    size_t depth;      /* steps taken in the current execution (== the trace
+                          length between steps) */
+    bool started;      /* begin has run once (pos[0] exists) */
+    bool exhausted;    /* no branch left: the exploration is over */
+    bool incomplete;   /* some branch was dropped (an aborted execution or a
+                          budget): `complete` must not be claimed */
+    bool stable_objects; /* cs_config.stable_objects: raw ids are names */
+    bool blocked_now;  /* this execution was cut short by its sleep set */
+    bool diverged_now; /* this execution could not follow its prescribed
+                          branch (the branch is dropped at the end) */
 
-    /* scratch for race detection (grows with execution length) */
-    wevent *tev;
+    /* scratch for race detection (grows with execution length); valid only
+     * inside dpor_end / dpor_observe */
+    wevent *tev;       /* the trace's events as wevents, cap_tev entries */
     size_t cap_tev;
-    dacc *tacc;
+    dacc *tacc;        /* their accesses */
     size_t cap_tacc;
-    uint32_t *vidx, *dlist;
-    bool *vremoved, *reach;
-    size_t cap_v;
-    wevent vsingle;
+    uint32_t *vidx, *dlist; /* race(): v as trace indices; e' 's direct deps */
+    bool *vremoved, *reach; /* race(): consumed elements; HB-before e' in v */
+    size_t cap_v;      /* == cap_tev: capacity of vidx, dlist, vremoved, reach */
 } dpor_state;
 
 static int ensure_pos(dpor_state *s, size_t k) {
@@ -330,11 +366,11 @@ static int trace_wevent(const cs__trace *t, bool stable, size_t k, wevent *out,
         cs_access a;
         rc = cs__trace_get_access(t, e.first_access + i, &a);
         if (rc) return rc;
-        uint64_t name = a.object;
+        cs__objname name = {a.object, 0, CS__NAME_STABLE};
         uint32_t birth = 0;
         if (!stable && (rc = cs__trace_object_name(t, e.first_access + i, &name, &birth)))
             return rc;
-        buf[i] = (dacc){name, a.key, birth, a.kind};
+        buf[i] = (dacc){name, a.key, birth, a.kind, a.object == CS_OBJECT_ALL};
     }
     return CS_OK;
 }
@@ -522,7 +558,7 @@ static int race(dpor_state *s, const cs__trace *t, size_t i, size_t j) {
     return insert_v(&v, p->root, (uint32_t)i);
 }
 
-static bool is_lock_op(const wevent *e, uint8_t kind, uint64_t *obj, uint64_t *key) {
+static bool is_lock_op(const wevent *e, uint8_t kind, cs__objname *obj, uint64_t *key) {
     for (uint32_t i = 0; i < e->n_acc; i++)
         if (e->acc[i].kind == kind) {
             *obj = e->acc[i].object;
@@ -532,9 +568,9 @@ static bool is_lock_op(const wevent *e, uint8_t kind, uint64_t *obj, uint64_t *k
     return false;
 }
 
-static bool same_lock_release(const wevent *e, uint64_t obj, uint64_t key) {
+static bool same_lock_release(const wevent *e, const cs__objname *obj, uint64_t key) {
     for (uint32_t i = 0; i < e->n_acc; i++)
-        if (e->acc[i].kind == CS_LOCK_RELEASE && e->acc[i].object == obj &&
+        if (e->acc[i].kind == CS_LOCK_RELEASE && cs__objname_eq(&e->acc[i].object, obj) &&
             (e->acc[i].key == key || e->acc[i].key == CS_KEY_WHOLE || key == CS_KEY_WHOLE))
             return true;
     return false;
@@ -578,14 +614,15 @@ static int detect_races(dpor_state *s, const cs__trace *t) {
         size_t barrier = ej->after_all ? cs__trace_barrier_of(t, j) : 0;
         cs_event evj;
         cs__trace_get_event(t, j, &evj);
-        uint64_t lobj = 0, lkey = 0;
+        cs__objname lobj = {0, 0, 0};
+        uint64_t lkey = 0;
         bool acquire = is_lock_op(ej, CS_LOCK_ACQUIRE, &lobj, &lkey);
         size_t rel = SIZE_MAX;
         for (size_t q = 0; q < np && rc == CS_OK; q++) {
             size_t i = preds[q];
             const wevent *ei = &s->tev[i];
             if (ei->actor == ej->actor || evj.scheduled_by == (int64_t)i || i < barrier) continue;
-            if (acquire && same_lock_release(ei, lobj, lkey)) {
+            if (acquire && same_lock_release(ei, &lobj, lkey)) {
                 rel = i;
                 continue;
             }
@@ -595,9 +632,11 @@ static int detect_races(dpor_state *s, const cs__trace *t) {
         /* the acquisition matching that release: same actor, same lock */
         size_t acq = SIZE_MAX;
         for (size_t k = rel; k-- > 0;) {
-            uint64_t o2, k2;
+            cs__objname o2;
+            uint64_t k2;
             if (s->tev[k].actor == s->tev[rel].actor &&
-                is_lock_op(&s->tev[k], CS_LOCK_ACQUIRE, &o2, &k2) && o2 == lobj && k2 == lkey) {
+                is_lock_op(&s->tev[k], CS_LOCK_ACQUIRE, &o2, &k2) && cs__objname_eq(&o2, &lobj) &&
+                k2 == lkey) {
                 acq = k;
                 break;
             }

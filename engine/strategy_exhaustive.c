@@ -18,18 +18,21 @@
 #include <string.h>
 
 typedef struct {
-    size_t off; /* into pool */
-    uint32_t n, choice;
+    size_t off;     /* the enabled set seen here: pool[off .. off + n) */
+    uint32_t n;     /* >= 1 */
+    uint32_t choice; /* index taken, < n; alternatives below it are done */
 } frame;
 
 typedef struct {
-    frame *frames;
+    frame *frames;  /* one per choice; frames[k].off < frames[k + 1].off */
     size_t n_frames, cap_frames;
-    cs_actor *pool;
+    cs_actor *pool; /* the enabled sets of frames[0 .. n_frames), in order;
+                       n_pool == end of the last frame's set */
     size_t n_pool, cap_pool;
-    size_t depth;  /* choices made in the current execution */
-    bool started;  /* at least one execution began */
-    bool exhausted;
+    size_t depth;   /* choices made in the current execution (<= n_frames
+                       while replaying, == n_frames after) */
+    bool started;   /* at least one execution began */
+    bool exhausted; /* every alternative of every frame was taken */
 } exh_state;
 
 static int exh_create(cs_explorer *ex, const cs_config *cfg, void **state) {

@@ -27,24 +27,27 @@
 #include <string.h>
 
 typedef struct {
-    uint64_t seed;
-    uint32_t depth;
-    uint64_t hint;
-    cs__rng rng;
+    uint64_t seed;     /* cs_config.seed: execution i draws from (seed, i) */
+    uint32_t depth;    /* bug depth d >= 1: d - 1 change points */
+    uint64_t hint;     /* cs_config.pct_steps_hint: k is at least this */
+    cs__rng rng;       /* this execution's stream (reseeded by begin) */
 
     /* per actor id, valid for the current execution when seen[a] == epoch */
     uint64_t *seen;
-    uint32_t *rank;    /* position in `order` */
-    uint32_t *lowered; /* 0, or the change-point priority 1..d-1 */
-    size_t cap;
-    uint64_t epoch;
+    uint32_t *rank;    /* position in `order`: rank[order[i]] == i */
+    uint32_t *lowered; /* 0, or the change-point priority 1..d-1 (below every
+                          initial priority d + rank) */
+    size_t cap;        /* entries of seen, rank, lowered */
+    uint64_t epoch;    /* bumped by begin: invalidates every per-actor entry */
 
-    cs_actor *order; /* actors seen this execution, ascending initial priority */
+    cs_actor *order;   /* actors seen this execution, ascending initial
+                          priority; no actor twice */
     size_t n_order, cap_order;
 
-    uint64_t *change; /* change[i] = event index of change point i+1 */
+    uint64_t *change;  /* change[i] = event index of change point i+1;
+                          distinct, n_change == min(d - 1, k) */
     size_t n_change;
-    uint64_t longest;
+    uint64_t longest;  /* longest execution so far (k = max(hint, longest)) */
 } pct_state;
 
 static int pct_create(cs_explorer *ex, const cs_config *cfg, void **state) {

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 
 typedef struct {
-    uint64_t seed;
-    cs__rng rng;
+    uint64_t seed; /* cs_config.seed: execution i draws from (seed, i) */
+    cs__rng rng;   /* this execution's stream (reseeded by begin) */
 } random_state;
 
 static int random_create(cs_explorer *ex, const cs_config *cfg, void **state) {

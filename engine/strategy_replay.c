@@ -21,8 +21,9 @@
 typedef struct {
     const cs_actor *sched; /* owned by the explorer's config */
     size_t len;
-    size_t steps;          /* steps observed in the current execution */
-    int diverged;
+    size_t steps;          /* steps observed in the current execution
+                              (<= len while not diverged) */
+    int diverged;          /* 1 once an execution could not follow sched */
 } replay_state;
 
 static int replay_create(cs_explorer *ex, const cs_config *cfg, void **state) {

@@ -12,8 +12,9 @@
  *     cs__trace_barrier before b, or b itself when there was none): the clock
  *     advance that made b runnable follows every event before it;
  *   - conflicting accesses: resources (object, key) overlap (same object and
- *     same key, or either key is CS_KEY_WHOLE) and at least one is a write
- *     (lock acquisitions and releases count as writes).
+ *     same key, or either key is CS_KEY_WHOLE, or either object is
+ *     CS_OBJECT_ALL, the global barrier) and at least one is a write (lock
+ *     acquisitions and releases count as writes).
  * HB is the transitive closure of dependency restricted to a < b.
  *
  * Vector clocks are indexed by CHAINS, not actors.  A chain is a sequence of
@@ -49,7 +50,16 @@
  * that b depends on either is one of these *candidates* or happens before one
  * of them, so joining the candidates' clocks gives the exact clock, and the
  * candidates that precede no other candidate are exactly the immediate
- * predecessors.  CS_AFTER_ALL takes the chain tips as they were at its
+ * predecessors.  The global barrier (object CS_OBJECT_ALL) has state of its
+ * own: its last write, per actor its last read since that write, and per
+ * actor the last event with any access / with a write since that write.  A
+ * barrier write's candidates are the last barrier write and every actor's
+ * last accessing event since (each earlier accessing event of that actor
+ * precedes it in program order, and every accessing event before the last
+ * barrier write happens before that write); a barrier read's are the last
+ * barrier write and every actor's last writing event since; every access
+ * takes the last barrier write, and every write the barrier reads since it.
+ * CS_AFTER_ALL takes the chain tips as they were at its
  * barrier as candidates: every event before the barrier happens before or
  * equals one of them, and the maximal such events are among them.
  * They are taken in (actor, event) order, which keeps the order of the
@@ -58,6 +68,13 @@
  *
  * Memory is kept across cs__trace_reset (hash tables are invalidated by a
  * generation stamp) and grows with the length of an execution only.
+ *
+ * Bounds: events and accesses are indexed by uint32_t (NONE = UINT32_MAX is
+ * the "no event" mark): step_begin and access_add refuse (CS_ENOMEM) past
+ * UINT32_MAX - 2, so every index, count of resources/objects (at most one
+ * per access) and chain number (at most one per event) fits.  The pools
+ * that grow faster than the event count (clocks: events x chains; immediate
+ * predecessors) are addressed by size_t offsets.
  */
 #include "internal.h"
 
@@ -96,7 +113,7 @@ typedef struct {
 } resource;
 
 typedef struct {
-    uint64_t name;        /* see cs__trace_object_name */
+    cs__objname name;     /* see cs__trace_object_name */
     uint32_t birth;       /* 0, or event + 1 of its first (unflagged) access */
     uint32_t whole;       /* resource index of (object, CS_KEY_WHOLE), or NONE */
     act_list key_writes;  /* per actor: last key write since last whole write */
@@ -119,11 +136,13 @@ typedef struct {
     uint32_t actor_step;
     int64_t scheduled_by;
     uint32_t first_access, n_accesses;
-    uint32_t clock_off, clock_len; /* clock over chains [0, clock_len) */
+    size_t clock_off;              /* into the clock pool (may pass 2^32) */
+    uint32_t clock_len;            /* clock over chains [0, clock_len) */
     uint32_t chain, chain_pos;     /* chain_pos >= 1 */
     uint32_t awidth;               /* actors interned when the step ended */
     uint32_t barrier;              /* CS_AFTER_ALL: follows events [0, barrier) */
-    uint32_t pred_off, n_preds;
+    size_t pred_off;               /* into the predecessor pool */
+    uint32_t n_preds;
 } event;
 
 typedef struct {
@@ -186,6 +205,12 @@ struct cs__trace {
     uint32_t stamp_now;
     acc_ref *refs; /* per access of the open step */
     size_t cap_refs;
+
+    /* the global barrier (CS_OBJECT_ALL): see the header comment */
+    uint32_t all_write;   /* last event with a barrier write, NONE if none */
+    act_list all_reads;   /* per actor: last barrier read since all_write */
+    act_list since_acc;   /* per actor: last event with an access since all_write */
+    act_list since_write; /* per actor: last event with a write since all_write */
 
     uint32_t gen;
     table res_index, obj_index;
@@ -328,6 +353,7 @@ int cs__trace_new(cs__trace **out) {
     if (!t) return CS_ENOMEM;
     t->gen = 1;
     t->idx_len = SIZE_MAX;
+    t->all_write = NONE;
     *out = t;
     return CS_OK;
 }
@@ -365,6 +391,11 @@ void cs__trace_free(cs__trace *t) {
     free(t->cand);
     free(t->stamp);
     free(t->refs);
+    act_list *lists[] = {&t->all_reads, &t->since_acc, &t->since_write};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        free(lists[i]->v);
+        free(lists[i]->h);
+    }
     free(t);
 }
 
@@ -386,6 +417,10 @@ void cs__trace_reset(cs__trace *t) {
     t->width = 0;
     t->n_res = 0;
     t->n_obj = 0;
+    t->all_write = NONE;
+    list_clear(&t->all_reads);
+    list_clear(&t->since_acc);
+    list_clear(&t->since_write);
     t->res_index.len = 0;
     t->obj_index.len = 0;
     if (++t->gen == 0) {
@@ -489,26 +524,25 @@ static int resource_of(cs__trace *t, uint64_t object, uint64_t key, uint32_t *ou
     return CS_OK;
 }
 
-/* Names for other executions (cs__trace_object_name).  The top two bits keep
- * the three families apart: stable ids (00), created objects (01), objects
- * named by their first access (1x). */
-#define NAME_CREATED (1ULL << 62)
-#define NAME_BIRTH (1ULL << 63)
-
-static uint64_t object_name(uint64_t object, uint8_t flags, cs_actor actor,
-                            uint32_t actor_step, uint32_t created_rank,
-                            uint32_t event, uint32_t access, uint32_t *birth) {
+/* Names for other executions (cs__trace_object_name): a family and two
+ * fields that hold the naming data whole (nothing is hashed or masked), so
+ * two different objects never share a name within an execution.  The
+ * barrier CS_OBJECT_ALL is always named as stable, whatever the flags: it
+ * is the same "object" in every execution, never an address. */
+static cs__objname object_name(uint64_t object, uint8_t flags, cs_actor actor,
+                               uint32_t actor_step, uint32_t created_rank,
+                               uint32_t event, uint32_t access, uint32_t *birth) {
     *birth = 0;
-    if (flags & CS_ID_STABLE) return object & ~(NAME_CREATED | NAME_BIRTH);
+    if (object == CS_OBJECT_ALL || (flags & CS_ID_STABLE))
+        return (cs__objname){object, 0, CS__NAME_STABLE};
     if (flags & CS_ID_CREATED)
-        return NAME_CREATED | (cs__mix64(((uint64_t)actor << 32 | actor_step) ^
-                                     cs__mix64(created_rank + 0x9e3779b97f4a7c15ULL)) &
-                               (NAME_CREATED - 1));
+        return (cs__objname){(uint64_t)actor << 32 | actor_step, created_rank,
+                             CS__NAME_CREATED};
     *birth = event + 1;
-    return NAME_BIRTH | (uint64_t)(event + 1) << 24 | (access & 0xffffff);
+    return (cs__objname){event, access, CS__NAME_BIRTH};
 }
 
-static int object_of(cs__trace *t, uint64_t object, uint64_t name, uint32_t birth,
+static int object_of(cs__trace *t, uint64_t object, cs__objname name, uint32_t birth,
                      uint32_t *out) {
     size_t old = t->cap_obj;
     if (GROW(t->obj, t->cap_obj, t->n_obj + 1)) return CS_ENOMEM;
@@ -575,14 +609,18 @@ int cs__trace_step_end(cs__trace *t) {
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];
         uint8_t flags = t->acc_flags[first + i];
-        uint32_t o, r, birth;
-        uint64_t name = object_name(a->object, flags, actor, t->ev[me].actor_step,
-                                    created_rank, me, i, &birth);
-        if (flags & CS_ID_CREATED) created_rank++;
+        uint32_t o, r = NONE, birth;
+        bool all = a->object == CS_OBJECT_ALL;
+        cs__objname name = object_name(a->object, flags, actor, t->ev[me].actor_step,
+                                       created_rank, me, i, &birth);
+        if ((flags & CS_ID_CREATED) && !all) created_rank++;
         if (object_of(t, a->object, name, birth, &o)) return CS_ENOMEM;
         t->acc_obj[first + i] = o;
-        if (resource_of(t, a->object, a->key, &r)) return CS_ENOMEM;
-        if (a->key == CS_KEY_WHOLE) t->obj[o].whole = r;
+        /* the barrier has no resource records: its state is t->all_* */
+        if (!all) {
+            if (resource_of(t, a->object, a->key, &r)) return CS_ENOMEM;
+            if (a->key == CS_KEY_WHOLE) t->obj[o].whole = r;
+        }
         t->refs[i] = (acc_ref){o, r};
     }
 
@@ -597,11 +635,17 @@ int cs__trace_step_end(cs__trace *t) {
     }
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];
+        bool write = a->kind != CS_READ;
+        int rc = cand_add(t, t->all_write); /* every access follows it */
+        if (a->object == CS_OBJECT_ALL) {
+            rc |= cand_list(t, write ? &t->since_acc : &t->since_write);
+            if (rc) return CS_ENOMEM;
+            continue;
+        }
+        if (write) rc |= cand_list(t, &t->all_reads);
         const object_rec *o = &t->obj[t->refs[i].obj];
         const resource *r = &t->res[t->refs[i].res];
         const resource *w = o->whole != NONE ? &t->res[o->whole] : NULL;
-        bool write = a->kind != CS_READ;
-        int rc = CS_OK;
         if (a->key == CS_KEY_WHOLE) {
             rc |= cand_add(t, r->last_write);
             if (write) {
@@ -686,9 +730,25 @@ int cs__trace_step_end(cs__trace *t) {
     /* Update the per-resource state, in access order. */
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];
+        bool write = a->kind != CS_READ;
+        int rc = CS_OK;
+        if (a->object == CS_OBJECT_ALL && write) {
+            /* every earlier accessing event now happens before me */
+            t->all_write = me;
+            list_clear(&t->all_reads);
+            list_clear(&t->since_acc);
+            list_clear(&t->since_write);
+            continue;
+        }
+        rc |= list_put(&t->since_acc, actor, me);
+        if (write) rc |= list_put(&t->since_write, actor, me);
+        if (a->object == CS_OBJECT_ALL) {
+            rc |= list_put(&t->all_reads, actor, me);
+            if (rc) return CS_ENOMEM;
+            continue;
+        }
         object_rec *o = &t->obj[t->refs[i].obj];
         resource *r = &t->res[t->refs[i].res];
-        int rc = CS_OK;
         if (a->key == CS_KEY_WHOLE) {
             if (a->kind != CS_READ) {
                 r->last_write = me;
@@ -712,14 +772,14 @@ int cs__trace_step_end(cs__trace *t) {
     }
 
     event *e = &t->ev[me];
-    e->clock_off = (uint32_t)t->n_clk;
+    e->clock_off = t->n_clk;
     e->clock_len = (uint32_t)width;
     e->chain = chain;
     e->chain_pos = pos;
     e->awidth = (uint32_t)t->width;
     t->chains[chain] = (chain_rec){me, pos};
     t->n_chain = width;
-    e->pred_off = (uint32_t)t->n_pred;
+    e->pred_off = t->n_pred;
     e->n_preds = n_preds;
     t->n_clk += width;
     t->n_pred += n_preds;
@@ -747,8 +807,8 @@ int cs__trace_get_event(const cs__trace *t, size_t index, cs_event *out) {
     return CS_OK;
 }
 
-int cs__trace_object_name(const cs__trace *t, size_t access_index, uint64_t *name,
-                         uint32_t *birth) {
+int cs__trace_object_name(const cs__trace *t, size_t access_index, cs__objname *name,
+                          uint32_t *birth) {
     if (!t || !name || !birth || access_index >= t->n_acc) return CS_EINVAL;
     /* accesses of the open step are resolved only when it ends */
     if (t->open && access_index >= t->ev[t->len].first_access) return CS_ESTATE;
@@ -821,9 +881,7 @@ bool cs__trace_hb(const cs__trace *t, size_t a, size_t b) {
 }
 
 static bool overlap(const cs_access *x, const cs_access *y) {
-    if (x->object != y->object) return false;
-    if (x->kind == CS_READ && y->kind == CS_READ) return false; /* lock ops are writes */
-    return x->key == y->key || x->key == CS_KEY_WHOLE || y->key == CS_KEY_WHOLE;
+    return cs__conflict(x->object, x->key, x->kind, y->object, y->key, y->kind);
 }
 
 bool cs__trace_dep(const cs__trace *t, size_t a, size_t b) {
@@ -872,7 +930,12 @@ static uint64_t event_hash(const cs__trace *t, uint32_t i) {
          * equivalence. */
         const cs_access *a = &t->acc[e->first_access + k];
         const object_rec *o = &t->obj[t->acc_obj[e->first_access + k]];
-        h = cs__mix64(h ^ cs__mix64((o->birth ? 0 : o->name) + 0x1234567));
+        if (!o->birth) {
+            h = cs__mix64(h ^ cs__mix64(o->name.id + 0x1234567));
+            h = cs__mix64(h ^ ((uint64_t)o->name.sub << 8 | o->name.family));
+        } else {
+            h = cs__mix64(h ^ cs__mix64(0x1234567));
+        }
         h = cs__mix64(h ^ cs__mix64(a->key ^ 0xabcdef));
         h = cs__mix64(h ^ a->kind);
     }
@@ -884,39 +947,33 @@ static uint64_t event_hash(const cs__trace *t, uint32_t i) {
     return cs__mix64(h ^ cs__mix64(ps + e->n_preds));
 }
 
-uint64_t cs__trace_fingerprint(const cs__trace *t) {
-    if (!t || t->len == 0) return 0x6a09e667f3bcc908ULL;
+int cs__trace_fingerprint(const cs__trace *t, uint64_t *out) {
+    if (!t || !out) return CS_EINVAL;
+    if (t->len == 0) {
+        *out = 0x6a09e667f3bcc908ULL;
+        return CS_OK;
+    }
+    int rc = CS_ENOMEM;
     size_t n = t->len;
     uint32_t *indeg = calloc(n, sizeof *indeg);
-    uint32_t *succ_off = calloc(n + 1, sizeof *succ_off);
+    size_t *succ_off = calloc(n + 1, sizeof *succ_off);
     uint32_t *succ = malloc((t->n_pred ? t->n_pred : 1) * sizeof *succ);
     uint32_t *heap = malloc(n * sizeof *heap);
+    uint32_t *fill = calloc(n, sizeof *fill);
     uint64_t h = 0xcbf29ce484222325ULL;
-    if (!indeg || !succ_off || !succ || !heap) {
-        /* degrade to the plain sequence hash: still deterministic */
-        for (size_t i = 0; i < n; i++) h = cs__mix64(h ^ event_hash(t, (uint32_t)i));
-        goto done;
-    }
+    if (!indeg || !succ_off || !succ || !heap || !fill) goto done;
     for (size_t i = 0; i < n; i++) {
         const event *e = &t->ev[i];
         indeg[i] = e->n_preds;
         for (uint32_t k = 0; k < e->n_preds; k++) succ_off[t->preds[e->pred_off + k] + 1]++;
     }
     for (size_t i = 0; i < n; i++) succ_off[i + 1] += succ_off[i];
-    {
-        uint32_t *fill = calloc(n, sizeof *fill);
-        if (!fill) {
-            for (size_t i = 0; i < n; i++) h = cs__mix64(h ^ event_hash(t, (uint32_t)i));
-            goto done;
+    for (size_t i = 0; i < n; i++) {
+        const event *e = &t->ev[i];
+        for (uint32_t k = 0; k < e->n_preds; k++) {
+            uint32_t p = t->preds[e->pred_off + k];
+            succ[succ_off[p] + fill[p]++] = (uint32_t)i;
         }
-        for (size_t i = 0; i < n; i++) {
-            const event *e = &t->ev[i];
-            for (uint32_t k = 0; k < e->n_preds; k++) {
-                uint32_t p = t->preds[e->pred_off + k];
-                succ[succ_off[p] + fill[p]++] = (uint32_t)i;
-            }
-        }
-        free(fill);
     }
     /* binary min-heap of ready events keyed by actor id (at most one ready
      * event per actor: an actor's later step waits for its earlier one) */
@@ -950,15 +1007,18 @@ uint64_t cs__trace_fingerprint(const cs__trace *t) {
             c = m;
         }
         h = cs__mix64(h ^ event_hash(t, x)) + (uint64_t)done_n++;
-        for (uint32_t k = succ_off[x]; k < succ_off[x + 1]; k++)
+        for (size_t k = succ_off[x]; k < succ_off[x + 1]; k++)
             if (--indeg[succ[k]] == 0) HPUSH(succ[k]);
     }
 #undef HPUSH
 #undef HKEY
+    *out = h;
+    rc = CS_OK;
 done:
     free(indeg);
     free(succ_off);
     free(succ);
     free(heap);
-    return h;
+    free(fill);
+    return rc;
 }

@@ -25,6 +25,9 @@ typedef struct {
 } gtrace;
 
 static uint64_t lcg_state;
+/* 1: gen() turns about one access in eight into a global barrier access
+ * (object CS_OBJECT_ALL); 0 keeps the generator's historical stream. */
+static int gen_barriers;
 static uint32_t rnd(uint32_t bound) {
     lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
     return (uint32_t)((lcg_state >> 33) % bound);
@@ -40,6 +43,7 @@ static void gen(gtrace *g, int n, int n_actors, int n_objects, int n_keys) {
         e->n = (int)rnd(MAXA + 1);
         for (int k = 0; k < e->n; k++) {
             e->acc[k].object = 100 + rnd((uint32_t)n_objects);
+            if (gen_barriers && rnd(8) == 0) e->acc[k].object = CS_OBJECT_ALL;
             e->acc[k].key = rnd(5) == 0 ? CS_KEY_WHOLE : rnd((uint32_t)n_keys);
             e->acc[k].kind = rnd(2) ? CS_READ : CS_WRITE;
             e->acc[k].site = (uint32_t)k;
@@ -69,8 +73,10 @@ static bool ref_dep(const gtrace *g, int a, int b) {
     for (int i = 0; i < x->n; i++)
         for (int j = 0; j < y->n; j++) {
             const cs_access *p = &x->acc[i], *q = &y->acc[j];
-            if (p->object != q->object) continue;
             if (p->kind != CS_WRITE && q->kind != CS_WRITE) continue;
+            /* the barrier overlaps every resource, itself included */
+            if (p->object == CS_OBJECT_ALL || q->object == CS_OBJECT_ALL) return true;
+            if (p->object != q->object) continue;
             if (p->key == q->key || p->key == CS_KEY_WHOLE || q->key == CS_KEY_WHOLE)
                 return true;
         }
@@ -186,12 +192,18 @@ static void test_wildcard_and_after_all(void) {
     cs__trace_free(t);
 }
 
+static uint64_t fp_of(const cs__trace *t) {
+    uint64_t f = 0;
+    CHECK_EQ(cs__trace_fingerprint(t, &f), CS_OK);
+    return f;
+}
+
 /* Random traces: clocks, HB, dependency and preds equal brute force. */
-static void test_random_against_brute_force(void) {
+static void random_against_brute_force(uint64_t seed) {
     static bool hb[MAXE][MAXE];
     cs__trace *t = NULL;
     CHECK_EQ(cs__trace_new(&t), CS_OK);
-    lcg_state = 12345;
+    lcg_state = seed;
     for (int round = 0; round < 400; round++) {
         gtrace g;
         gen(&g, 1 + (int)rnd(MAXE), 1 + (int)rnd(5), 1 + (int)rnd(3), 1 + (int)rnd(3));
@@ -235,6 +247,16 @@ static void test_random_against_brute_force(void) {
     cs__trace_free(t);
 }
 
+static void test_random_against_brute_force(void) { random_against_brute_force(12345); }
+
+/* The same with global barrier accesses (CS_OBJECT_ALL) mixed in: a barrier
+ * write depends on every accessing event, a barrier read on every write. */
+static void test_random_with_barriers_against_brute_force(void) {
+    gen_barriers = 1;
+    random_against_brute_force(4242);
+    gen_barriers = 0;
+}
+
 /* Re-records g in the order perm (a linearisation of its HB order). */
 static void permute(const gtrace *g, const int *perm, gtrace *out) {
     int pos[MAXE];
@@ -265,23 +287,23 @@ static void random_linearisation(const gtrace *g, bool hb[MAXE][MAXE], int *perm
     }
 }
 
-static void test_fingerprint(void) {
+static void fingerprint_check(uint64_t seed) {
     static bool hb[MAXE][MAXE], hb2[MAXE][MAXE];
     cs__trace *t = NULL;
     CHECK_EQ(cs__trace_new(&t), CS_OK);
-    lcg_state = 777;
+    lcg_state = seed;
     int differing = 0, same_fail = 0, diff_fail = 0;
     for (int round = 0; round < 300; round++) {
         gtrace g, g2;
         gen(&g, 2 + (int)rnd(MAXE - 2), 2 + (int)rnd(4), 1 + (int)rnd(3), 1 + (int)rnd(3));
         record(t, &g);
-        uint64_t f = cs__trace_fingerprint(t);
+        uint64_t f = fp_of(t);
         ref_hb(&g, hb);
         int perm[MAXE];
         random_linearisation(&g, hb, perm);
         permute(&g, perm, &g2);
         record(t, &g2);
-        if (cs__trace_fingerprint(t) != f) same_fail++;
+        if (fp_of(t) != f) same_fail++;
         /* swap two adjacent dependent events of different actors where the
          * later one was not scheduled by the earlier: a different trace */
         for (int i = 0; i + 1 < g.n; i++) {
@@ -296,7 +318,7 @@ static void test_fingerprint(void) {
             permute(&g, sw, &g2);
             ref_hb(&g2, hb2);
             record(t, &g2);
-            if (cs__trace_fingerprint(t) == f) diff_fail++;
+            if (fp_of(t) == f) diff_fail++;
             differing++;
             break;
         }
@@ -304,6 +326,102 @@ static void test_fingerprint(void) {
     CHECK_EQ(same_fail, 0);
     CHECK_EQ(diff_fail, 0);
     CHECK(differing > 50);
+    cs__trace_free(t);
+}
+
+static void test_fingerprint(void) { fingerprint_check(777); }
+
+/* Equivalent orders of traces with barriers share a fingerprint; swapping a
+ * barrier with an adjacent accessing event of another actor changes it. */
+static void test_fingerprint_with_barriers(void) {
+    gen_barriers = 1;
+    fingerprint_check(31337);
+    gen_barriers = 0;
+}
+
+/* The barrier's happens-before by hand: a write of CS_OBJECT_ALL follows
+ * every earlier accessing event (its immediate predecessors are each
+ * actor's last one), not an event without accesses; a later read of any
+ * resource follows it; a barrier read follows writes only. */
+static void test_global_barrier_clocks(void) {
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    /* 0: a w(1,1)  1: b r(2,5)  2: c (no access)  3: a r(3,0)
+     * 4: d W(ALL)  5: b r(9,9)  6: c r(ALL)  7: e w(7,7)  8: f r(ALL) */
+    struct { cs_actor a; uint64_t o, k; int kind; } ev[] = {
+        {0, 1, 1, CS_WRITE}, {1, 2, 5, CS_READ}, {2, 0, 0, 0}, {0, 3, 0, CS_READ},
+        {3, CS_OBJECT_ALL, 0, CS_WRITE}, {1, 9, 9, CS_READ}, {2, CS_OBJECT_ALL, 4, CS_READ},
+        {4, 7, 7, CS_WRITE}, {5, CS_OBJECT_ALL, CS_KEY_WHOLE, CS_READ},
+    };
+    for (size_t i = 0; i < sizeof ev / sizeof *ev; i++) {
+        CHECK_EQ(cs__trace_step_begin(t, ev[i].a, CS_SCHEDULED_BY_NONE), CS_OK);
+        if (ev[i].kind)
+            CHECK_EQ(cs__trace_access_add(t, ev[i].o, ev[i].k, (cs_access_kind)ev[i].kind, 0),
+                     CS_OK);
+        CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    }
+    size_t p[8], np;
+    CHECK_EQ(cs__trace_preds(t, 4, p, 8, &np), CS_OK);
+    CHECK_EQ(np, 2); /* 1 and 3 (0 precedes 3 by program order; 2 has no access) */
+    CHECK(np == 2 && ((p[0] == 1 && p[1] == 3) || (p[0] == 3 && p[1] == 1)));
+    CHECK(!cs__trace_hb(t, 2, 4));
+    CHECK(cs__trace_hb(t, 0, 4));
+    CHECK(cs__trace_hb(t, 4, 5)); /* any later access follows the barrier write */
+    CHECK(cs__trace_dep(t, 4, 5));
+    CHECK(!cs__trace_dep(t, 5, 6)); /* a barrier read and a read */
+    CHECK(cs__trace_dep(t, 6, 7)); /* a barrier read and a write */
+    CHECK(cs__trace_hb(t, 6, 7));
+    CHECK(!cs__trace_dep(t, 6, 8)); /* two barrier reads */
+    CHECK(cs__trace_hb(t, 7, 8));
+    CHECK_EQ(cs__trace_preds(t, 8, p, 8, &np), CS_OK);
+    CHECK_EQ(np, 1);
+    CHECK_EQ(p[0], 7);
+    CHECK(!cs__trace_dep(t, 2, 4));
+    /* the barrier is named stable whatever the flags: never an address */
+    cs__objname name;
+    uint32_t birth = 99;
+    CHECK_EQ(cs__trace_object_name(t, 3, &name, &birth), CS_OK); /* event 4's access */
+    CHECK_EQ(birth, 0);
+    CHECK_EQ(name.family, CS__NAME_STABLE);
+    CHECK(name.id == CS_OBJECT_ALL);
+    cs__trace_free(t);
+}
+
+/* Names hold their data whole: objects first accessed in different events
+ * at the same access index, or created in different steps, never share a
+ * name (a 24-bit mask once folded access indices together). */
+static void test_object_names_never_collide(void) {
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    enum { STEPS = 3, PER = 3 };
+    for (int i = 0; i < STEPS; i++) {
+        CHECK_EQ(cs__trace_step_begin(t, (cs_actor)(i % 2), CS_SCHEDULED_BY_NONE), CS_OK);
+        for (int k = 0; k < PER; k++) {
+            uint64_t obj = 1000 + (uint64_t)(i * PER + k);
+            int flag = k == 0 ? CS_ID_CREATED : 0;
+            CHECK_EQ(cs__trace_access_add(t, obj, 0, (cs_access_kind)(CS_WRITE | flag), 0),
+                     CS_OK);
+        }
+        CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    }
+    /* stable ids differing only in their top bits stay apart */
+    CHECK_EQ(cs__trace_step_begin(t, 0, CS_SCHEDULED_BY_NONE), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5, 0, (cs_access_kind)(CS_READ | CS_ID_STABLE), 0), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5 | 1ULL << 63, 0,
+                                  (cs_access_kind)(CS_READ | CS_ID_STABLE), 0), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5 | 1ULL << 62, 0,
+                                  (cs_access_kind)(CS_READ | CS_ID_STABLE), 0), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    size_t n = STEPS * PER + 3;
+    cs__objname names[STEPS * PER + 3];
+    for (size_t a = 0; a < n; a++) {
+        uint32_t birth;
+        CHECK_EQ(cs__trace_object_name(t, a, &names[a], &birth), CS_OK);
+    }
+    int same = 0;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++) same += cs__objname_eq(&names[a], &names[b]);
+    CHECK_EQ(same, 0);
     cs__trace_free(t);
 }
 
@@ -326,7 +444,7 @@ static void test_fingerprint_counts(void) {
             if (a == 2) cs__trace_access_add(t, 1, 2, CS_READ, 0);
             cs__trace_step_end(t);
         }
-        fp[p] = cs__trace_fingerprint(t);
+        fp[p] = fp_of(t);
     }
     int distinct = 0;
     for (int i = 0; i < 6; i++) {
@@ -508,7 +626,7 @@ static void test_ping_pong_one_chain(void) {
             last[side] = (int64_t)i;
         }
         CHECK_EQ(cs__trace_chains(t), 2);
-        fp[v] = cs__trace_fingerprint(t);
+        fp[v] = fp_of(t);
         if (v == 0) {
             CHECK(cs__trace_hb(t, 0, 798) && cs__trace_hb(t, 1, 799));
             CHECK(!cs__trace_hb(t, 0, 799) && !cs__trace_hb(t, 1, 798));
@@ -606,5 +724,8 @@ static void test_barrier_after_clock_advance(void) {
     X(test_random_against_brute_force) X(test_fingerprint)                     \
     X(test_fingerprint_counts) X(test_reset_reuse)                             \
     X(test_callback_chains_against_brute_force) X(test_ping_pong_one_chain)    \
-    X(test_fan_out_reuses_chains) X(test_barrier_after_clock_advance)
+    X(test_fan_out_reuses_chains) X(test_barrier_after_clock_advance)        \
+    X(test_random_with_barriers_against_brute_force)                          \
+    X(test_fingerprint_with_barriers) X(test_global_barrier_clocks)           \
+    X(test_object_names_never_collide)
 CTEST_MAIN()
