@@ -209,8 +209,12 @@ struct cs__trace {
     /* the global barrier (CS_OBJECT_ALL): see the header comment */
     uint32_t all_write;   /* last event with a barrier write, NONE if none */
     act_list all_reads;   /* per actor: last barrier read since all_write */
-    act_list since_acc;   /* per actor: last event with an access since all_write */
-    act_list since_write; /* per actor: last event with a write since all_write */
+    /* per actor (index = actor id, valid below width): its last event with
+     * an access / with a write, NONE if none; an entry counts for the
+     * barrier only when it is after all_write (earlier ones happen before
+     * all_write).  Arrays, not lists: every access updates them, and only
+     * barrier accesses (rare) scan them, O(actors). */
+    uint32_t *last_acc, *last_wr;
 
     uint32_t gen;
     table res_index, obj_index;
@@ -391,11 +395,10 @@ void cs__trace_free(cs__trace *t) {
     free(t->cand);
     free(t->stamp);
     free(t->refs);
-    act_list *lists[] = {&t->all_reads, &t->since_acc, &t->since_write};
-    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
-        free(lists[i]->v);
-        free(lists[i]->h);
-    }
+    free(t->all_reads.v);
+    free(t->all_reads.h);
+    free(t->last_acc);
+    free(t->last_wr);
     free(t);
 }
 
@@ -413,14 +416,14 @@ void cs__trace_reset(cs__trace *t) {
     for (size_t a = 0; a < t->width; a++) {
         t->last_ev[a] = NONE;
         t->n_steps[a] = 0;
+        t->last_acc[a] = NONE;
+        t->last_wr[a] = NONE;
     }
     t->width = 0;
     t->n_res = 0;
     t->n_obj = 0;
     t->all_write = NONE;
     list_clear(&t->all_reads);
-    list_clear(&t->since_acc);
-    list_clear(&t->since_write);
     t->res_index.len = 0;
     t->obj_index.len = 0;
     if (++t->gen == 0) {
@@ -453,11 +456,19 @@ int cs__trace_step_begin(cs__trace *t, cs_actor actor, int64_t scheduled_by) {
             uint32_t *w = realloc(t->work, ncap * sizeof *w);
             if (!w) return CS_ENOMEM;
             t->work = w;
+            uint32_t *la = realloc(t->last_acc, ncap * sizeof *la);
+            if (!la) return CS_ENOMEM;
+            t->last_acc = la;
+            uint32_t *lw = realloc(t->last_wr, ncap * sizeof *lw);
+            if (!lw) return CS_ENOMEM;
+            t->last_wr = lw;
             t->cap_actor = ncap;
         }
         for (size_t a = t->width; a < nw; a++) {
             t->last_ev[a] = NONE;
             t->n_steps[a] = 0;
+            t->last_acc[a] = NONE;
+            t->last_wr[a] = NONE;
         }
         t->width = nw;
     }
@@ -638,7 +649,12 @@ int cs__trace_step_end(cs__trace *t) {
         bool write = a->kind != CS_READ;
         int rc = cand_add(t, t->all_write); /* every access follows it */
         if (a->object == CS_OBJECT_ALL) {
-            rc |= cand_list(t, write ? &t->since_acc : &t->since_write);
+            /* every actor's last accessing (writing) event since all_write,
+             * in actor order */
+            const uint32_t *last = write ? t->last_acc : t->last_wr;
+            for (size_t x = 0; x < t->width; x++)
+                if (last[x] != NONE && (t->all_write == NONE || last[x] > t->all_write))
+                    rc |= cand_add(t, last[x]);
             if (rc) return CS_ENOMEM;
             continue;
         }
@@ -736,12 +752,10 @@ int cs__trace_step_end(cs__trace *t) {
             /* every earlier accessing event now happens before me */
             t->all_write = me;
             list_clear(&t->all_reads);
-            list_clear(&t->since_acc);
-            list_clear(&t->since_write);
             continue;
         }
-        rc |= list_put(&t->since_acc, actor, me);
-        if (write) rc |= list_put(&t->since_write, actor, me);
+        t->last_acc[actor] = me;
+        if (write) t->last_wr[actor] = me;
         if (a->object == CS_OBJECT_ALL) {
             rc |= list_put(&t->all_reads, actor, me);
             if (rc) return CS_ENOMEM;
