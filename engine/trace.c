@@ -212,9 +212,14 @@ struct cs__trace {
     /* per actor (index = actor id, valid below width): its last event with
      * an access / with a write, NONE if none; an entry counts for the
      * barrier only when it is after all_write (earlier ones happen before
-     * all_write).  Arrays, not lists: every access updates them, and only
-     * barrier accesses (rare) scan them, O(actors). */
+     * all_write).  Arrays, not lists: every access updates them in O(1).
+     * touched_acc / touched_wr list the actors whose entry went past
+     * all_write since it was set (each actor once, in first-touch order), so
+     * a barrier access scans only the actors active since the last barrier
+     * write, not every actor of the run. */
     uint32_t *last_acc, *last_wr;
+    cs_actor *touched_acc, *touched_wr;
+    size_t n_touched_acc, n_touched_wr;
 
     uint32_t gen;
     table res_index, obj_index;
@@ -399,6 +404,8 @@ void cs__trace_free(cs__trace *t) {
     free(t->all_reads.h);
     free(t->last_acc);
     free(t->last_wr);
+    free(t->touched_acc);
+    free(t->touched_wr);
     free(t);
 }
 
@@ -424,6 +431,8 @@ void cs__trace_reset(cs__trace *t) {
     t->n_obj = 0;
     t->all_write = NONE;
     list_clear(&t->all_reads);
+    t->n_touched_acc = 0;
+    t->n_touched_wr = 0;
     t->res_index.len = 0;
     t->obj_index.len = 0;
     if (++t->gen == 0) {
@@ -462,6 +471,12 @@ int cs__trace_step_begin(cs__trace *t, cs_actor actor, int64_t scheduled_by) {
             uint32_t *lw = realloc(t->last_wr, ncap * sizeof *lw);
             if (!lw) return CS_ENOMEM;
             t->last_wr = lw;
+            cs_actor *ta = realloc(t->touched_acc, ncap * sizeof *ta);
+            if (!ta) return CS_ENOMEM;
+            t->touched_acc = ta;
+            cs_actor *tw = realloc(t->touched_wr, ncap * sizeof *tw);
+            if (!tw) return CS_ENOMEM;
+            t->touched_wr = tw;
             t->cap_actor = ncap;
         }
         for (size_t a = t->width; a < nw; a++) {
@@ -650,11 +665,14 @@ int cs__trace_step_end(cs__trace *t) {
         int rc = cand_add(t, t->all_write); /* every access follows it */
         if (a->object == CS_OBJECT_ALL) {
             /* every actor's last accessing (writing) event since all_write,
-             * in actor order */
+             * in first-touch order */
             const uint32_t *last = write ? t->last_acc : t->last_wr;
-            for (size_t x = 0; x < t->width; x++)
-                if (last[x] != NONE && (t->all_write == NONE || last[x] > t->all_write))
-                    rc |= cand_add(t, last[x]);
+            const cs_actor *who = write ? t->touched_acc : t->touched_wr;
+            size_t n_who = write ? t->n_touched_acc : t->n_touched_wr;
+            for (size_t x = 0; x < n_who; x++) {
+                uint32_t e = last[who[x]];
+                if (t->all_write == NONE || e > t->all_write) rc |= cand_add(t, e);
+            }
             if (rc) return CS_ENOMEM;
             continue;
         }
@@ -743,24 +761,44 @@ int cs__trace_step_end(cs__trace *t) {
     uint32_t pos = t->chains[chain].len + 1;
     clk[chain] = pos;
 
+    /* The barrier state, per event.  A step with a barrier write becomes
+     * all_write: every later access follows it, so its other accesses need
+     * no per-actor entry (entries at or before all_write do not count). */
+    bool barrier_write = false;
+    for (uint32_t i = 0; i < n_acc; i++)
+        if (t->acc[first + i].object == CS_OBJECT_ALL && t->acc[first + i].kind != CS_READ)
+            barrier_write = true;
+    if (barrier_write) {
+        t->all_write = me;
+        list_clear(&t->all_reads);
+        t->n_touched_acc = 0;
+        t->n_touched_wr = 0;
+    } else if (n_acc) {
+        /* touched lists: an actor whose entry is NONE or at or before
+         * all_write is not listed (lists are cleared with each barrier
+         * write); every entry set here is after all_write */
+        uint32_t aw = t->all_write;
+        bool any_write = false, all_read = false;
+        for (uint32_t i = 0; i < n_acc; i++) {
+            any_write |= t->acc[first + i].kind != CS_READ;
+            all_read |= t->acc[first + i].object == CS_OBJECT_ALL;
+        }
+        uint32_t pa = t->last_acc[actor];
+        if (pa == NONE || (aw != NONE && pa <= aw)) t->touched_acc[t->n_touched_acc++] = actor;
+        t->last_acc[actor] = me;
+        if (any_write) {
+            uint32_t pw = t->last_wr[actor];
+            if (pw == NONE || (aw != NONE && pw <= aw)) t->touched_wr[t->n_touched_wr++] = actor;
+            t->last_wr[actor] = me;
+        }
+        if (all_read && list_put(&t->all_reads, actor, me)) return CS_ENOMEM;
+    }
+
     /* Update the per-resource state, in access order. */
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];
-        bool write = a->kind != CS_READ;
         int rc = CS_OK;
-        if (a->object == CS_OBJECT_ALL && write) {
-            /* every earlier accessing event now happens before me */
-            t->all_write = me;
-            list_clear(&t->all_reads);
-            continue;
-        }
-        t->last_acc[actor] = me;
-        if (write) t->last_wr[actor] = me;
-        if (a->object == CS_OBJECT_ALL) {
-            rc |= list_put(&t->all_reads, actor, me);
-            if (rc) return CS_ENOMEM;
-            continue;
-        }
+        if (a->object == CS_OBJECT_ALL) continue;
         object_rec *o = &t->obj[t->refs[i].obj];
         resource *r = &t->res[t->refs[i].res];
         if (a->key == CS_KEY_WHOLE) {
