@@ -1,5 +1,5 @@
 /* recording_overhead.c -- the engine's per-step cost of recording a trace
- * (cs_trace_step_begin / access_add / step_end), without the Python loop.
+ * (cs__trace_step_begin / access_add / step_end), without the Python loop.
  *
  * Workloads, shaped like what the controlled asyncio loop records:
  *   ping-pong   every step is a new one-step actor scheduled by the previous
@@ -31,44 +31,44 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int ping_pong(cs_trace *t, uint32_t steps) {
+static int ping_pong(cs__trace *t, uint32_t steps) {
     for (uint32_t i = 0; i < steps; i++) {
-        if (cs_trace_step_begin(t, i, i ? (int64_t)i - 1 : -1)) return -1;
-        if (cs_trace_access_add(t, 1, 0, CS_WRITE, 0)) return -1;
-        if (cs_trace_step_end(t)) return -1;
+        if (cs__trace_step_begin(t, i, i ? (int64_t)i - 1 : -1)) return -1;
+        if (cs__trace_access_add(t, 1, 0, CS_WRITE, 0)) return -1;
+        if (cs__trace_step_end(t)) return -1;
     }
     return 0;
 }
 
-static int tasks(cs_trace *t, uint32_t steps, uint32_t n) {
+static int tasks(cs__trace *t, uint32_t steps, uint32_t n) {
     for (uint32_t i = 0; i < steps; i++) {
         uint32_t a = i % n;
         int64_t by = i >= n ? (int64_t)(i - n) : -1;
-        if (cs_trace_step_begin(t, a, by)) return -1;
-        if (cs_trace_access_add(t, 2, 0, CS_READ, 0)) return -1;
-        if (cs_trace_access_add(t, 3, a, CS_WRITE, 0)) return -1;
-        if (cs_trace_step_end(t)) return -1;
+        if (cs__trace_step_begin(t, a, by)) return -1;
+        if (cs__trace_access_add(t, 2, 0, CS_READ, 0)) return -1;
+        if (cs__trace_access_add(t, 3, a, CS_WRITE, 0)) return -1;
+        if (cs__trace_step_end(t)) return -1;
     }
     return 0;
 }
 
-static int fan_out(cs_trace *t, uint32_t steps, uint32_t f) {
+static int fan_out(cs__trace *t, uint32_t steps, uint32_t f) {
     cs_actor next = 1;
     uint32_t i = 0;
     while (i < steps) {
         int64_t root = (int64_t)i;
-        if (cs_trace_step_begin(t, 0, i ? root - 1 : -1)) return -1;
-        if (cs_trace_step_end(t)) return -1;
+        if (cs__trace_step_begin(t, 0, i ? root - 1 : -1)) return -1;
+        if (cs__trace_step_end(t)) return -1;
         i++;
         for (uint32_t k = 0; k < f && i < steps; k++, i++) {
-            if (cs_trace_step_begin(t, next++, root)) return -1;
-            if (cs_trace_access_add(t, 4, k, CS_WRITE, 0)) return -1;
-            if (cs_trace_step_end(t)) return -1;
+            if (cs__trace_step_begin(t, next++, root)) return -1;
+            if (cs__trace_access_add(t, 4, k, CS_WRITE, 0)) return -1;
+            if (cs__trace_step_end(t)) return -1;
         }
         if (i >= steps) break;
-        if (cs_trace_step_begin(t, next++, CS_AFTER_ALL)) return -1;
-        if (cs_trace_access_add(t, 4, CS_KEY_WHOLE, CS_READ, 0)) return -1;
-        if (cs_trace_step_end(t)) return -1;
+        if (cs__trace_step_begin(t, next++, CS_AFTER_ALL)) return -1;
+        if (cs__trace_access_add(t, 4, CS_KEY_WHOLE, CS_READ, 0)) return -1;
+        if (cs__trace_step_end(t)) return -1;
         i++;
     }
     return 0;
@@ -80,8 +80,8 @@ int main(int argc, char **argv) {
     uint32_t max = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 100000;
     static const uint32_t lengths[] = {1000, 5000, 20000, 100000};
     setvbuf(stdout, NULL, _IOLBF, 0);
-    cs_trace *t = NULL;
-    if (cs_trace_new(&t)) return 1;
+    cs__trace *t = NULL;
+    if (cs__trace_new(&t)) return 1;
     printf("%-14s %10s %12s\n", "workload", "steps", "ns/step");
     for (int w = 0; w < 3; w++) {
         for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++) {
@@ -89,13 +89,13 @@ int main(int argc, char **argv) {
             if (n > max) break;
             double best = 1e30;
             for (int rep = 0; rep < 3; rep++) {
-                cs_trace_reset(t);
+                cs__trace_reset(t);
                 double t0 = now();
                 int rc = w == 0 ? ping_pong(t, n) : w == 1 ? tasks(t, n, 100) : fan_out(t, n, 8);
                 double dt = now() - t0;
                 if (rc) {
                     fprintf(stderr, "recording failed\n");
-                    cs_trace_free(t);
+                    cs__trace_free(t);
                     return 1;
                 }
                 if (dt < best) best = dt;
@@ -104,6 +104,6 @@ int main(int argc, char **argv) {
             printf("%-14s %10u %12.0f\n", name, n, best / n * 1e9);
         }
     }
-    cs_trace_free(t);
+    cs__trace_free(t);
     return 0;
 }

@@ -34,7 +34,7 @@ typedef struct {
     cs_actor *enabled;
     size_t *enabled_thread;
     bool assert_failed;
-    cs_u64set finals; /* hashes of the final states reached */
+    cs__u64set finals; /* hashes of the final states reached */
     uint64_t id_base;  /* address_ids: this execution's object ids start here */
 } runner;
 
@@ -47,7 +47,10 @@ static uint64_t lock_object(const runner *R, size_t l) {
     return R->p->address_ids ? R->id_base + 2 * l + 1 : OBJ_LOCKS;
 }
 
-static bool is_visible(uint8_t op) { return op >= CS_OP_LOAD && op <= CS_OP_UNLOCK; }
+static bool is_visible(uint8_t op) {
+    return (op >= CS_OP_LOAD && op <= CS_OP_UNLOCK) || op == CS_OP_BARRIER ||
+           op == CS_OP_BARRIER_READ;
+}
 
 static int validate(const cs_cprog *p) {
     if (!p || (p->n_threads && !p->threads) || p->n_threads > UINT32_MAX) return CS_EINVAL;
@@ -56,7 +59,7 @@ static int validate(const cs_cprog *p) {
         if (th->len && !th->code) return CS_EINVAL;
         for (size_t i = 0; i < th->len; i++) {
             const cs_cprog_instr *in = &th->code[i];
-            if (in->op < CS_OP_LOAD || in->op > CS_OP_ASSERT) return CS_EINVAL;
+            if (in->op < CS_OP_LOAD || in->op > CS_OP_BARRIER_READ) return CS_EINVAL;
             if (in->dst > CS_CPROG_REGS || in->a > CS_CPROG_REGS ||
                 in->b_reg > CS_CPROG_REGS || in->c_reg > CS_CPROG_REGS)
                 return CS_EINVAL;
@@ -87,6 +90,8 @@ static int validate(const cs_cprog *p) {
             case CS_OP_ASSERT:
                 if (in->a == 0) return CS_EINVAL;
                 break;
+            case CS_OP_BARRIER: case CS_OP_BARRIER_READ:
+                break; /* dst 0: the sum is not kept */
             }
         }
     }
@@ -219,6 +224,19 @@ static int run_step(runner *R, cs_explorer *ex, size_t t) {
         R->owner[l] = 0;
         break;
     }
+    case CS_OP_BARRIER:
+    case CS_OP_BARRIER_READ: {
+        bool write = in->op == CS_OP_BARRIER;
+        rc = cs_access_record(ex, CS_OBJECT_ALL, 0, write ? CS_WRITE : CS_READ,
+                              (uint32_t)ts->pc);
+        uint64_t sum = 0;
+        for (size_t c = 0; c < R->p->n_cells; c++) {
+            sum += (uint64_t)R->cells[c] * (c + 1);
+            if (write) R->cells[c] = (int64_t)((uint64_t)R->cells[c] + (uint64_t)b);
+        }
+        if (in->dst) ts->r[in->dst] = (int64_t)sum;
+        break;
+    }
     default: rc = CS_EINVAL;
     }
     int rc2 = cs_step_end(ex);
@@ -230,11 +248,11 @@ static int run_step(runner *R, cs_explorer *ex, size_t t) {
 
 static uint64_t final_hash(const runner *R) {
     uint64_t h = 0x243f6a8885a308d3ULL;
-    for (size_t c = 0; c < R->p->n_cells; c++) h = cs_mix64(h ^ (uint64_t)R->cells[c]) + c;
+    for (size_t c = 0; c < R->p->n_cells; c++) h = cs__mix64(h ^ (uint64_t)R->cells[c]) + c;
     for (size_t t = 0; t < R->p->n_threads; t++) {
         const thread_state *ts = &R->th[t];
-        h = cs_mix64(h ^ ts->pc ^ ((uint64_t)ts->failed << 63));
-        for (int k = 1; k <= CS_CPROG_REGS; k++) h = cs_mix64(h ^ (uint64_t)ts->r[k]) + (uint64_t)k;
+        h = cs__mix64(h ^ ts->pc ^ ((uint64_t)ts->failed << 63));
+        for (int k = 1; k <= CS_CPROG_REGS; k++) h = cs__mix64(h ^ (uint64_t)ts->r[k]) + (uint64_t)k;
     }
     return h;
 }
@@ -291,7 +309,7 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
         int more = 0;
         if ((rc = cs_execution_begin(ex, &more))) goto cleanup;
         if (!more) break;
-        R.id_base = (cs_mix64(++executions) | 1) << 20; /* like fresh allocations */
+        R.id_base = (cs__mix64(++executions) | 1) << 20; /* like fresh allocations */
         for (size_t c = 0; c < prog->n_cells; c++) R.cells[c] = prog->init ? prog->init[c] : 0;
         memset(R.owner, 0, (prog->n_locks ? prog->n_locks : 1) * sizeof *R.owner);
         memset(R.th, 0, nt * sizeof *R.th);
@@ -332,14 +350,14 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
             out->assert_failed++;
             outcome = CS_OUTCOME_FAILED;
         }
-        if (outcome != CS_OUTCOME_ABORTED && (rc = cs_u64set_add(&R.finals, final_hash(&R))) < 0) goto abandon;
+        if (outcome != CS_OUTCOME_ABORTED && (rc = cs__u64set_add(&R.finals, final_hash(&R))) < 0) goto abandon;
         if ((rc = cs_execution_end(ex, outcome))) goto cleanup;
     }
-    out->n_finals = cs_u64set_count(&R.finals);
+    out->n_finals = cs__u64set_count(&R.finals);
     out->finals = malloc((out->n_finals ? out->n_finals : 1) * sizeof *out->finals);
     rc = CS_ENOMEM;
     if (!out->finals) goto cleanup;
-    cs_u64set_members(&R.finals, out->finals);
+    cs__u64set_members(&R.finals, out->finals);
     qsort(out->finals, out->n_finals, sizeof *out->finals, cmp_u64);
     cs_explorer_stats(ex, &out->stats);
     rc = CS_OK;
@@ -356,7 +374,7 @@ cleanup:
     free(R.actors);
     free(R.enabled);
     free(R.enabled_thread);
-    cs_u64set_free(&R.finals);
+    cs__u64set_free(&R.finals);
     if (rc) cs_cprog_result_free(out);
     return rc;
 }

@@ -26,6 +26,22 @@
  *   SCAN_LIMIT accesses to the same object (a bound on the work per access
  *   for very hot objects; past it a finding can be missed, never invented).
  *
+ * The global barrier (object CS_OBJECT_ALL: exec, eval, globals()...)
+ *   A barrier is not a resource the user can act on, so no finding names
+ *   it: barrier accesses are never p or c, and a finding's object is always
+ *   c's.  A REMOTE barrier access between p and c does stand for the access
+ *   the barrier over-approximates: a barrier write as a remote write, a
+ *   barrier read as a remote read, of every resource.  It is used as r only
+ *   when no concrete remote access of the kind the pattern needs lies
+ *   between p and c (a named access explains more than "something ran
+ *   exec"); the finding's r_access is then the barrier access, its key the
+ *   most specific key of p and c.  Sound in the direction diagnosis needs:
+ *   whatever the barrier really touched, the pattern it completes is one
+ *   the interleaving made possible.  Order violations use concrete writes
+ *   only (a barrier carries no ordering intent to have been overtaken).
+ *   The local actor's own barrier accesses are ignored.  An `ignore` list
+ *   naming CS_OBJECT_ALL drops barriers entirely.
+ *
  * Order violation (CS_HAZARD_ORDER_VIOLATION)
  *   Let c be a read by actor A in event e, the first access of its resource
  *   in e, and let s = scheduled_by(e) >= 0 be the event that made e
@@ -111,8 +127,10 @@ typedef struct {
     uint32_t *acc_ev; /* event of each access */
     uint8_t *acc_flags; /* CS_ID_* flags of each access */
     size_t n_acc;
-    uint32_t *by_obj; /* access indices sorted by (object, index) */
+    uint32_t *by_obj; /* access indices sorted by (object, index), barriers excluded */
     size_t n_by_obj;
+    uint32_t *all;    /* barrier (CS_OBJECT_ALL) access indices, increasing */
+    size_t n_all;
     cs_finding *found;
     size_t n_found, cap_found;
 } diag;
@@ -148,7 +166,7 @@ static int classify(int p, int r, int c) {
 
 static uint64_t specific_key(const cs_access *c, const cs_access *r, const cs_access *p) {
     if (c->key != CS_KEY_WHOLE) return c->key;
-    if (r->key != CS_KEY_WHOLE) return r->key;
+    if (r->object != CS_OBJECT_ALL && r->key != CS_KEY_WHOLE) return r->key;
     if (p && p->key != CS_KEY_WHOLE) return p->key;
     return CS_KEY_WHOLE;
 }
@@ -243,6 +261,29 @@ static int examine(diag *d, const uint32_t *g, size_t j) {
         }
         int kind_w = classify(pa->kind, CS_WRITE, c->kind);
         int kind_r = classify(pa->kind, CS_READ, c->kind);
+        /* no concrete remote access of a needed kind: the latest remote
+         * barrier access between p and c of that kind stands for it */
+        if ((kind_w && best_w == CS_NO_INDEX) || (kind_r && best_r == CS_NO_INDEX)) {
+            size_t lo = 0, hi = d->n_all; /* first barrier access >= ci */
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (d->all[mid] < ci) lo = mid + 1;
+                else hi = mid;
+            }
+            size_t bw = CS_NO_INDEX, br = CS_NO_INDEX;
+            for (size_t k = lo; k-- > 0 && d->all[k] > p;) {
+                uint32_t ai = d->all[k];
+                if (d->ev[d->acc_ev[ai]].actor == me) continue;
+                if (d->acc[ai].kind == CS_READ) {
+                    if (br == CS_NO_INDEX) br = ai;
+                } else if (bw == CS_NO_INDEX) {
+                    bw = ai;
+                }
+                if (bw != CS_NO_INDEX && br != CS_NO_INDEX) break;
+            }
+            if (best_w == CS_NO_INDEX) best_w = bw;
+            if (best_r == CS_NO_INDEX) best_r = br;
+        }
         size_t r = CS_NO_INDEX;
         int kind = 0;
         if (kind_w && best_w != CS_NO_INDEX) {
@@ -416,9 +457,11 @@ int cs_diagnose(const cs_explorer *ex, const uint64_t *ignore, size_t n_ignore,
     d.acc_ev = malloc((d.n_acc ? d.n_acc : 1) * sizeof *d.acc_ev);
     d.acc_flags = calloc(d.n_acc ? d.n_acc : 1, sizeof *d.acc_flags);
     d.by_obj = malloc((d.n_acc ? d.n_acc : 1) * sizeof *d.by_obj);
+    d.all = malloc((d.n_acc ? d.n_acc : 1) * sizeof *d.all);
     refs = malloc((d.n_acc ? d.n_acc : 1) * sizeof *refs);
     ign = malloc((n_ignore ? n_ignore : 1) * sizeof *ign);
-    if (!d.acc || !d.acc_ev || !d.acc_flags || !d.by_obj || !refs || !ign) goto cleanup;
+    if (!d.acc || !d.acc_ev || !d.acc_flags || !d.by_obj || !d.all || !refs || !ign)
+        goto cleanup;
     if (n_ignore) memcpy(ign, ignore, n_ignore * sizeof *ign);
     if (n_ignore) qsort(ign, n_ignore, sizeof *ign, cmp_u64);
     for (size_t a = 0; a < d.n_acc; a++) d.acc_ev[a] = UINT32_MAX;
@@ -435,6 +478,10 @@ int cs_diagnose(const cs_explorer *ex, const uint64_t *ignore, size_t n_ignore,
         if (d.acc_ev[a] == UINT32_MAX) continue; /* not part of any event */
         if (n_ignore && bsearch(&d.acc[a].object, ign, n_ignore, sizeof *ign, cmp_u64))
             continue;
+        if (d.acc[a].object == CS_OBJECT_ALL) {
+            d.all[d.n_all++] = (uint32_t)a; /* never grouped as an object */
+            continue;
+        }
         refs[d.n_by_obj++] = (obj_ref){d.acc[a].object, (uint32_t)a};
     }
     if (d.n_by_obj) qsort(refs, d.n_by_obj, sizeof *refs, cmp_by_obj);
@@ -472,6 +519,7 @@ cleanup:
     free(d.acc_ev);
     free(d.acc_flags);
     free(d.by_obj);
+    free(d.all);
     free(d.found);
     free(refs);
     free(ign);

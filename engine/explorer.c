@@ -25,9 +25,9 @@ typedef struct {
 struct cs_explorer {
     cs_config cfg;
     cs_actor *replay_copy;
-    const cs_strategy_ops *ops;
+    const cs__strategy_ops *ops;
     void *state;
-    cs_trace *trace;
+    cs__trace *trace;
 
     /* actor table: paths[id] and a hash index (parent,index) -> id+1 */
     actor_path *paths;
@@ -46,7 +46,7 @@ struct cs_explorer {
     size_t div_step, div_enabled;
     cs_actor div_expected;
 
-    cs_u64set fingerprints;
+    cs__u64set fingerprints;
     cs_stats stats;
 };
 
@@ -82,15 +82,15 @@ int cs_strategy_from_name(const char *name) {
     return -1;
 }
 
-static const cs_strategy_ops *ops_for(cs_strategy_kind kind) {
+static const cs__strategy_ops *ops_for(cs_strategy_kind kind) {
     switch (kind) {
-    case CS_STRATEGY_FIFO: return &cs_strategy_fifo;
-    case CS_STRATEGY_RANDOM: return &cs_strategy_random;
-    case CS_STRATEGY_REPLAY: return &cs_strategy_replay;
-    case CS_STRATEGY_PCT: return &cs_strategy_pct;
-    case CS_STRATEGY_POS: return &cs_strategy_pos;
-    case CS_STRATEGY_DPOR: return &cs_strategy_dpor;
-    case CS_STRATEGY_EXHAUSTIVE: return &cs_strategy_exhaustive;
+    case CS_STRATEGY_FIFO: return &cs__strategy_fifo;
+    case CS_STRATEGY_RANDOM: return &cs__strategy_random;
+    case CS_STRATEGY_REPLAY: return &cs__strategy_replay;
+    case CS_STRATEGY_PCT: return &cs__strategy_pct;
+    case CS_STRATEGY_POS: return &cs__strategy_pos;
+    case CS_STRATEGY_DPOR: return &cs__strategy_dpor;
+    case CS_STRATEGY_EXHAUSTIVE: return &cs__strategy_exhaustive;
     }
     return NULL;
 }
@@ -112,7 +112,7 @@ static double elapsed_seconds(const struct timespec *since) {
 /* --------------------------------------------------------------- actors */
 
 static size_t path_hash(cs_actor parent, uint32_t index) {
-    return (size_t)cs_mix64(((uint64_t)parent << 32) ^ index ^ 0x9e3779b97f4a7c15ULL);
+    return (size_t)cs__mix64(((uint64_t)parent << 32) ^ index ^ 0x9e3779b97f4a7c15ULL);
 }
 
 static int index_grow(cs_explorer *ex) {
@@ -172,15 +172,15 @@ int cs_actor_path(const cs_explorer *ex, cs_actor actor, cs_actor *parent,
     return CS_OK;
 }
 
-size_t cs_explorer_actor_count(const cs_explorer *ex) { return ex->n_actors; }
-const cs_trace *cs_explorer_trace(const cs_explorer *ex) { return ex->trace; }
+size_t cs__explorer_actor_count(const cs_explorer *ex) { return ex->n_actors; }
+const cs__trace *cs__explorer_trace(const cs_explorer *ex) { return ex->trace; }
 
 /* ------------------------------------------------------------- lifecycle */
 
 int cs_explorer_new(const cs_config *cfg, cs_explorer **out) {
     if (!cfg || !out) return CS_EINVAL;
     *out = NULL;
-    const cs_strategy_ops *ops = ops_for(cfg->kind);
+    const cs__strategy_ops *ops = ops_for(cfg->kind);
     if (!ops) return CS_EINVAL;
     if (cfg->kind == CS_STRATEGY_REPLAY && cfg->replay_len && !cfg->replay)
         return CS_EINVAL;
@@ -199,7 +199,7 @@ int cs_explorer_new(const cs_config *cfg, cs_explorer **out) {
     } else {
         ex->cfg.replay = NULL;
     }
-    rc = cs_trace_new(&ex->trace);
+    rc = cs__trace_new(&ex->trace);
     if (rc) goto fail;
     rc = ops->create(ex, &ex->cfg, &ex->state);
     if (rc) goto fail;
@@ -213,11 +213,11 @@ fail:
 void cs_explorer_free(cs_explorer *ex) {
     if (!ex) return;
     if (ex->state && ex->ops) ex->ops->destroy(ex->state);
-    cs_trace_free(ex->trace);
+    cs__trace_free(ex->trace);
     free(ex->replay_copy);
     free(ex->paths);
     free(ex->index_slots);
-    cs_u64set_free(&ex->fingerprints);
+    cs__u64set_free(&ex->fingerprints);
     free(ex);
 }
 
@@ -248,7 +248,7 @@ int cs_execution_begin(cs_explorer *ex, int *more) {
         ex->stats.complete = 0;
         return CS_OK;
     }
-    cs_trace_reset(ex->trace);
+    cs__trace_reset(ex->trace);
     ex->steps = 0;
     ex->diverged = false;
     ex->phase = IN_EXECUTION;
@@ -273,9 +273,9 @@ int cs_step_begin(cs_explorer *ex, cs_actor actor, int64_t scheduled_by) {
     if (!ex) return CS_EINVAL;
     if (ex->phase != IN_EXECUTION) return CS_ESTATE;
     if (actor >= ex->n_actors) return CS_EINVAL;
-    if (scheduled_by < CS_AFTER_ALL || scheduled_by >= (int64_t)cs_trace_len(ex->trace))
+    if (scheduled_by < CS_AFTER_ALL || scheduled_by >= (int64_t)cs__trace_len(ex->trace))
         return CS_EINVAL;
-    int rc = cs_trace_step_begin(ex->trace, actor, scheduled_by);
+    int rc = cs__trace_step_begin(ex->trace, actor, scheduled_by);
     if (rc) return rc;
     ex->phase = IN_STEP;
     return CS_OK;
@@ -284,7 +284,7 @@ int cs_step_begin(cs_explorer *ex, cs_actor actor, int64_t scheduled_by) {
 int cs_clock_advance(cs_explorer *ex) {
     if (!ex) return CS_EINVAL;
     if (ex->phase != IN_EXECUTION) return CS_ESTATE;
-    return cs_trace_barrier(ex->trace);
+    return cs__trace_barrier(ex->trace);
 }
 
 int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
@@ -294,17 +294,18 @@ int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
     int base = (int)kind & CS_KIND_MASK;
     if (base < CS_READ || base > CS_LOCK_RELEASE) return CS_EINVAL;
     if ((kind & CS_ID_STABLE) && (kind & CS_ID_CREATED)) return CS_EINVAL;
-    return cs_trace_access_add(ex->trace, object, key, kind, site);
+    if (object == CS_OBJECT_ALL && base != CS_READ && base != CS_WRITE) return CS_EINVAL;
+    return cs__trace_access_add(ex->trace, object, key, kind, site);
 }
 
 int cs_step_end(cs_explorer *ex) {
     if (!ex) return CS_EINVAL;
     if (ex->phase != IN_STEP) return CS_ESTATE;
-    int rc = cs_trace_step_end(ex->trace);
+    int rc = cs__trace_step_end(ex->trace);
     if (rc) return rc;
     ex->phase = IN_EXECUTION;
     ex->steps++;
-    return ex->ops->observe(ex, ex->state, cs_trace_len(ex->trace) - 1);
+    return ex->ops->observe(ex, ex->state, cs__trace_len(ex->trace) - 1);
 }
 
 int cs_execution_end(cs_explorer *ex, int outcome) {
@@ -316,20 +317,26 @@ int cs_execution_end(cs_explorer *ex, int outcome) {
     if (ex->phase == IN_STEP) {
         /* An execution may be abandoned mid-step (an internal error); the
          * open step is completed so the trace stays well formed. */
-        int rc = cs_trace_step_end(ex->trace);
+        int rc = cs__trace_step_end(ex->trace);
         if (rc) return rc;
+        ex->phase = IN_EXECUTION;
+    }
+    if (ex->cfg.count_traces && outcome != CS_OUTCOME_ABORTED) {
+        /* Before anything changes: on CS_ENOMEM the execution is still open
+         * (retry, or end it CS_OUTCOME_ABORTED, which counts no trace). */
+        uint64_t fingerprint;
+        int rc = cs__trace_fingerprint(ex->trace, &fingerprint);
+        if (rc) return rc;
+        int added = cs__u64set_add(&ex->fingerprints, fingerprint);
+        if (added < 0) return added;
+        ex->stats.distinct_traces = cs__u64set_count(&ex->fingerprints);
     }
     ex->phase = IDLE;
     ex->stats.executions++;
     if (outcome == CS_OUTCOME_FAILED) ex->stats.failing++;
     if (outcome == CS_OUTCOME_ABORTED) ex->stats.aborted++;
-    size_t len = cs_trace_len(ex->trace);
+    size_t len = cs__trace_len(ex->trace);
     if (len > ex->stats.max_depth) ex->stats.max_depth = len;
-    if (ex->cfg.count_traces && outcome != CS_OUTCOME_ABORTED) {
-        int added = cs_u64set_add(&ex->fingerprints, cs_trace_fingerprint(ex->trace));
-        if (added < 0) return added;
-        ex->stats.distinct_traces = cs_u64set_count(&ex->fingerprints);
-    }
     int rc = ex->ops->end(ex, ex->state, outcome);
     if (rc == CS_EDIVERGED && outcome != CS_OUTCOME_ABORTED) {
         /* The strategy found the execution did not follow its schedule (it
@@ -342,11 +349,11 @@ int cs_execution_end(cs_explorer *ex, int outcome) {
 
 /* The strategy reports a sleep-set-blocked execution through this counter so
  * that the stats stay in one place. */
-const cs_config *cs_explorer_config(const cs_explorer *ex) { return &ex->cfg; }
+const cs_config *cs__explorer_config(const cs_explorer *ex) { return &ex->cfg; }
 
-void cs_explorer_count_blocked(cs_explorer *ex) { ex->stats.sleep_blocked++; }
+void cs__explorer_count_blocked(cs_explorer *ex) { ex->stats.sleep_blocked++; }
 
-int cs_explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
+int cs__explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
                          size_t n_enabled) {
     ex->diverged = true;
     ex->div_step = step;
@@ -373,58 +380,58 @@ void cs_explorer_stats(const cs_explorer *ex, cs_stats *out) {
 /* ------------------------------------------------ public trace accessors */
 
 size_t cs_trace_length(const cs_explorer *ex) {
-    return ex ? cs_trace_len(ex->trace) : 0;
+    return ex ? cs__trace_len(ex->trace) : 0;
 }
 
 int cs_trace_event(const cs_explorer *ex, size_t index, cs_event *out) {
     if (!ex || !out) return CS_EINVAL;
-    return cs_trace_get_event(ex->trace, index, out);
+    return cs__trace_get_event(ex->trace, index, out);
 }
 
 int cs_trace_access(const cs_explorer *ex, size_t access_index, cs_access *out) {
     if (!ex || !out) return CS_EINVAL;
-    return cs_trace_get_access(ex->trace, access_index, out);
+    return cs__trace_get_access(ex->trace, access_index, out);
 }
 
 int cs_trace_access_flags(const cs_explorer *ex, size_t access_index, uint8_t *flags) {
     if (!ex || !flags) return CS_EINVAL;
-    return cs_trace_get_access_flags(ex->trace, access_index, flags);
+    return cs__trace_get_access_flags(ex->trace, access_index, flags);
 }
 
-int cs_trace_clock(const cs_explorer *ex, size_t index, const uint32_t **clock,
+int cs_trace_clock(cs_explorer *ex, size_t index, const uint32_t **clock,
                    size_t *len) {
     if (!ex || !clock || !len) return CS_EINVAL;
-    return cs_trace_get_clock(ex->trace, index, clock, len);
+    return cs__trace_get_clock(ex->trace, index, clock, len);
 }
 
 int cs_trace_happens_before(const cs_explorer *ex, size_t a, size_t b) {
     if (!ex) return 0;
-    size_t n = cs_trace_len(ex->trace);
+    size_t n = cs__trace_len(ex->trace);
     if (a >= n || b >= n || a == b) return 0;
-    return cs_trace_hb(ex->trace, a, b) ? 1 : 0;
+    return cs__trace_hb(ex->trace, a, b) ? 1 : 0;
 }
 
 int cs_trace_dependent(const cs_explorer *ex, size_t a, size_t b) {
     if (!ex) return 0;
-    size_t n = cs_trace_len(ex->trace);
+    size_t n = cs__trace_len(ex->trace);
     if (a >= n || b >= n || a == b) return 0;
-    return cs_trace_dep(ex->trace, a, b) ? 1 : 0;
+    return cs__trace_dep(ex->trace, a, b) ? 1 : 0;
 }
 
 int cs_trace_predecessors(const cs_explorer *ex, size_t index, size_t *out,
                           size_t cap, size_t *n) {
     if (!ex || !n || (cap && !out)) return CS_EINVAL;
-    return cs_trace_preds(ex->trace, index, out, cap, n);
+    return cs__trace_preds(ex->trace, index, out, cap, n);
 }
 
 int cs_trace_schedule(const cs_explorer *ex, cs_actor *out, size_t cap,
                       size_t *n) {
     if (!ex || !n || (cap && !out)) return CS_EINVAL;
-    size_t len = cs_trace_len(ex->trace);
+    size_t len = cs__trace_len(ex->trace);
     *n = len;
     for (size_t i = 0; i < len && i < cap; i++) {
         cs_event ev;
-        int rc = cs_trace_get_event(ex->trace, i, &ev);
+        int rc = cs__trace_get_event(ex->trace, i, &ev);
         if (rc) return rc;
         out[i] = ev.actor;
     }

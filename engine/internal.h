@@ -6,7 +6,7 @@
  *                   dispatch to the strategy vtable
  *   trace.c         the record of the current execution: events, accesses,
  *                   vector clocks, dependency and races
- *   strategy_*.c    one file per strategy, each exporting one cs_strategy_ops
+ *   strategy_*.c    one file per strategy, each exporting one cs__strategy_ops
  *   rng.c           the seeded generator every randomised strategy uses
  */
 #ifndef CS_INTERNAL_H
@@ -22,7 +22,7 @@
 
 /* A 64-bit finaliser (splitmix64's): a bijection that spreads every input
  * bit over the output; the engine's hash tables and fingerprints use it. */
-static inline uint64_t cs_mix64(uint64_t x) {
+static inline uint64_t cs__mix64(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;
     x ^= x >> 27;
@@ -31,38 +31,50 @@ static inline uint64_t cs_mix64(uint64_t x) {
     return x;
 }
 
+/* Do two accesses conflict?  Their resources overlap (same object and same
+ * key, or either key is CS_KEY_WHOLE, or either object is CS_OBJECT_ALL, the
+ * global barrier, which overlaps every resource) and at least one is not a
+ * read (lock acquisitions and releases count as writes). */
+static inline bool cs__conflict(uint64_t o1, uint64_t k1, uint8_t kind1, uint64_t o2,
+                                uint64_t k2, uint8_t kind2) {
+    if (kind1 == CS_READ && kind2 == CS_READ) return false;
+    if (o1 == CS_OBJECT_ALL || o2 == CS_OBJECT_ALL) return true;
+    if (o1 != o2) return false;
+    return k1 == k2 || k1 == CS_KEY_WHOLE || k2 == CS_KEY_WHOLE;
+}
+
 /* A growable set of 64-bit values (open addressing; 0 is kept out of band). */
 typedef struct {
     uint64_t *slots;
     size_t cap, len;
     bool has_zero;
-} cs_u64set;
+} cs__u64set;
 
 /* Returns 1 if v was added, 0 if it was present, CS_ENOMEM. */
-int cs_u64set_add(cs_u64set *s, uint64_t v);
-size_t cs_u64set_count(const cs_u64set *s);
+int cs__u64set_add(cs__u64set *s, uint64_t v);
+size_t cs__u64set_count(const cs__u64set *s);
 /* Writes the members (in no particular order) to out, which has room for
- * cs_u64set_count(s) values. */
-void cs_u64set_members(const cs_u64set *s, uint64_t *out);
-void cs_u64set_free(cs_u64set *s);
+ * cs__u64set_count(s) values. */
+void cs__u64set_members(const cs__u64set *s, uint64_t *out);
+void cs__u64set_free(cs__u64set *s);
 
 /* ------------------------------------------------------------------- rng */
 
 /* xoshiro256** seeded through splitmix64: fast, reproducible everywhere. */
 typedef struct {
     uint64_t s[4];
-} cs_rng;
+} cs__rng;
 
-void cs_rng_seed(cs_rng *rng, uint64_t seed);
-uint64_t cs_rng_next(cs_rng *rng);
+void cs__rng_seed(cs__rng *rng, uint64_t seed);
+uint64_t cs__rng_next(cs__rng *rng);
 /* Seeds the stream of execution `stream` of a run seeded with `seed`: the
  * two inputs are mixed separately so neighbouring pairs give unrelated
  * streams, and any execution is reproducible from (seed, stream) alone. */
-void cs_rng_seed_stream(cs_rng *rng, uint64_t seed, uint64_t stream);
+void cs__rng_seed_stream(cs__rng *rng, uint64_t seed, uint64_t stream);
 /* Uniform in [0, bound), bound >= 1, without modulo bias. */
-uint64_t cs_rng_below(cs_rng *rng, uint64_t bound);
+uint64_t cs__rng_below(cs__rng *rng, uint64_t bound);
 /* Uniform double in [0, 1). */
-double cs_rng_double(cs_rng *rng);
+double cs__rng_double(cs__rng *rng);
 
 /* ----------------------------------------------------------------- trace */
 
@@ -70,61 +82,79 @@ double cs_rng_double(cs_rng *rng);
  * keeps the capacity.  Every event carries a vector clock indexed by chains
  * of HB-ordered events (see trace.c), as wide as the number of chains when it
  * was recorded; the actor-indexed clock is computed on request. */
-typedef struct cs_trace cs_trace;
+typedef struct cs__trace cs__trace;
 
-int cs_trace_new(cs_trace **out);
-void cs_trace_free(cs_trace *t);
-void cs_trace_reset(cs_trace *t);
-int cs_trace_step_begin(cs_trace *t, cs_actor actor, int64_t scheduled_by);
-int cs_trace_access_add(cs_trace *t, uint64_t object, uint64_t key,
+int cs__trace_new(cs__trace **out);
+void cs__trace_free(cs__trace *t);
+void cs__trace_reset(cs__trace *t);
+int cs__trace_step_begin(cs__trace *t, cs_actor actor, int64_t scheduled_by);
+int cs__trace_access_add(cs__trace *t, uint64_t object, uint64_t key,
                         cs_access_kind kind, uint32_t site);
 /* Records a clock advance between steps: later CS_AFTER_ALL steps happen
  * after every step recorded so far (see cs_clock_advance). */
-int cs_trace_barrier(cs_trace *t);
+int cs__trace_barrier(cs__trace *t);
 /* For a CS_AFTER_ALL event: how many events precede its barrier (it happens
  * after events [0, n)); for any other event 0. */
-size_t cs_trace_barrier_of(const cs_trace *t, size_t index);
+size_t cs__trace_barrier_of(const cs__trace *t, size_t index);
 /* Completes the open step: computes its vector clock from program order, the
  * scheduled_by edge and conflicting earlier accesses. */
-int cs_trace_step_end(cs_trace *t);
-bool cs_trace_step_open(const cs_trace *t);
-size_t cs_trace_len(const cs_trace *t);
+int cs__trace_step_end(cs__trace *t);
+bool cs__trace_step_open(const cs__trace *t);
+size_t cs__trace_len(const cs__trace *t);
 /* The number of HB chains the clocks are indexed by (their widest width). */
-size_t cs_trace_chains(const cs_trace *t);
+size_t cs__trace_chains(const cs__trace *t);
 /* Canonical fingerprint of the execution's Mazurkiewicz trace: equal for two
  * executions iff they are equivalent up to swapping adjacent independent
- * steps (modulo hash collisions). */
-uint64_t cs_trace_fingerprint(const cs_trace *t);
+ * steps (modulo hash collisions).  Needs O(steps) scratch memory: CS_ENOMEM
+ * when it cannot be had (never a different, cheaper hash: that would count
+ * one trace twice). */
+int cs__trace_fingerprint(const cs__trace *t, uint64_t *out);
 
-/* The name of the object of an access, for comparing executions.  The first
- * access of the object in the execution decides: with CS_ID_STABLE the id
- * itself (*birth = 0); with CS_ID_CREATED a name from (actor, actor_step,
- * rank of the creation in the step) (*birth = 0); otherwise a name from that
- * first access (event, index) and *birth = event + 1.  Two executions that
- * share their first m steps give the same names to the objects first
- * accessed within those steps (births <= m); an object first accessed later
- * may carry a different name in another execution. */
-int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
-                         uint32_t *birth);
+/* The name of an object, for comparing executions: a family and the data
+ * that identifies the object within it, kept whole (no hashing, no masking),
+ * so two objects of one execution never share a name. */
+enum { CS__NAME_STABLE = 0, CS__NAME_CREATED = 1, CS__NAME_BIRTH = 2 };
+typedef struct {
+    uint64_t id;    /* stable: the object id; created: actor << 32 | actor_step;
+                       birth: the event of the first access */
+    uint32_t sub;   /* stable: 0; created: rank of the creation in its step;
+                       birth: index of the first access within its event */
+    uint8_t family; /* CS__NAME_* */
+} cs__objname;
+
+static inline bool cs__objname_eq(const cs__objname *a, const cs__objname *b) {
+    return a->id == b->id && a->sub == b->sub && a->family == b->family;
+}
+
+/* The name of the object of an access.  The first access of the object in
+ * the execution decides: CS_OBJECT_ALL (the barrier, whatever its flags) and
+ * CS_ID_STABLE give the id itself (*birth = 0); CS_ID_CREATED gives (actor,
+ * actor_step, rank of the creation in the step) (*birth = 0); otherwise the
+ * name is that first access (event, index) and *birth = event + 1.  Two
+ * executions that share their first m steps give the same names to the
+ * objects first accessed within those steps (births <= m); an object first
+ * accessed later may carry a different name in another execution. */
+int cs__trace_object_name(const cs__trace *t, size_t access_index, cs__objname *name,
+                          uint32_t *birth);
 
 /* Accessors used by explorer.c to implement the public cs_trace_* API. */
-int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out);
-int cs_trace_get_access(const cs_trace *t, size_t index, cs_access *out);
-int cs_trace_get_access_flags(const cs_trace *t, size_t index, uint8_t *flags);
+int cs__trace_get_event(const cs__trace *t, size_t index, cs_event *out);
+int cs__trace_get_access(const cs__trace *t, size_t index, cs_access *out);
+int cs__trace_get_access_flags(const cs__trace *t, size_t index, uint8_t *flags);
 /* The actor-indexed vector clock of an event: *len = the number of actors
  * interned when it was recorded, clock[a] = the number of actor a's events
  * that happen before or equal it.  Materialised into a buffer owned by the
- * trace: *clock is valid until the next cs_trace_get_clock call, step or
+ * trace: *clock is valid until the next cs__trace_get_clock call, step or
  * reset.  O(*len * log(steps per actor)), plus O(len) after new steps. */
-int cs_trace_get_clock(cs_trace *t, size_t index, const uint32_t **clock, size_t *len);
-bool cs_trace_hb(const cs_trace *t, size_t a, size_t b);
-bool cs_trace_dep(const cs_trace *t, size_t a, size_t b);
-int cs_trace_preds(const cs_trace *t, size_t index, size_t *out, size_t cap,
+int cs__trace_get_clock(cs__trace *t, size_t index, const uint32_t **clock, size_t *len);
+bool cs__trace_hb(const cs__trace *t, size_t a, size_t b);
+bool cs__trace_dep(const cs__trace *t, size_t a, size_t b);
+int cs__trace_preds(const cs__trace *t, size_t index, size_t *out, size_t cap,
                    size_t *n);
 
 /* ------------------------------------------------------------- strategy */
 
-typedef struct cs_strategy_ops {
+typedef struct cs__strategy_ops {
     const char *name;
     /* Allocates the strategy's state from the explorer's config. */
     int (*create)(cs_explorer *ex, const cs_config *cfg, void **state);
@@ -141,27 +171,27 @@ typedef struct cs_strategy_ops {
     int (*observe)(cs_explorer *ex, void *state, size_t index);
     /* Called when the execution ends. */
     int (*end)(cs_explorer *ex, void *state, int outcome);
-} cs_strategy_ops;
+} cs__strategy_ops;
 
-extern const cs_strategy_ops cs_strategy_fifo;
-extern const cs_strategy_ops cs_strategy_random;
-extern const cs_strategy_ops cs_strategy_replay;
-extern const cs_strategy_ops cs_strategy_pct;
-extern const cs_strategy_ops cs_strategy_pos;
-extern const cs_strategy_ops cs_strategy_dpor;
-extern const cs_strategy_ops cs_strategy_exhaustive;
+extern const cs__strategy_ops cs__strategy_fifo;
+extern const cs__strategy_ops cs__strategy_random;
+extern const cs__strategy_ops cs__strategy_replay;
+extern const cs__strategy_ops cs__strategy_pct;
+extern const cs__strategy_ops cs__strategy_pos;
+extern const cs__strategy_ops cs__strategy_dpor;
+extern const cs__strategy_ops cs__strategy_exhaustive;
 
 /* What strategies may ask of the explorer. */
-const cs_trace *cs_explorer_trace(const cs_explorer *ex);
-size_t cs_explorer_actor_count(const cs_explorer *ex);
+const cs__trace *cs__explorer_trace(const cs_explorer *ex);
+size_t cs__explorer_actor_count(const cs_explorer *ex);
 /* Records a divergence (the prescribed actor is not enabled) so that
  * cs_divergence can report it; returns CS_EDIVERGED for convenience. */
-int cs_explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
+int cs__explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
                          size_t n_enabled);
 /* A strategy that cuts an execution short as redundant (returning
  * CS_EBLOCKED from choose) counts it here. */
-void cs_explorer_count_blocked(cs_explorer *ex);
+void cs__explorer_count_blocked(cs_explorer *ex);
 /* The explorer's (validated, owned) configuration. */
-const cs_config *cs_explorer_config(const cs_explorer *ex);
+const cs_config *cs__explorer_config(const cs_explorer *ex);
 
 #endif /* CS_INTERNAL_H */

@@ -12,24 +12,24 @@ static uint64_t splitmix64(uint64_t *x) {
     return z ^ (z >> 31);
 }
 
-void cs_rng_seed(cs_rng *rng, uint64_t seed) {
+void cs__rng_seed(cs__rng *rng, uint64_t seed) {
     uint64_t x = seed;
     for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&x);
 }
 
-void cs_rng_seed_stream(cs_rng *rng, uint64_t seed, uint64_t stream) {
+void cs__rng_seed_stream(cs__rng *rng, uint64_t seed, uint64_t stream) {
     uint64_t x = seed ^ (0x9e3779b97f4a7c15ULL * (stream + 1));
     x ^= x >> 31;
     x *= 0xd6e8feb86659fd93ULL;
     x ^= x >> 32;
     x *= 0xd6e8feb86659fd93ULL;
     x ^= x >> 32;
-    cs_rng_seed(rng, x);
+    cs__rng_seed(rng, x);
 }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-uint64_t cs_rng_next(cs_rng *rng) {
+uint64_t cs__rng_next(cs__rng *rng) {
     uint64_t *s = rng->s;
     uint64_t result = rotl(s[1] * 5, 7) * 9;
     uint64_t t = s[1] << 17;
@@ -42,16 +42,16 @@ uint64_t cs_rng_next(cs_rng *rng) {
     return result;
 }
 
-uint64_t cs_rng_below(cs_rng *rng, uint64_t bound) {
+uint64_t cs__rng_below(cs__rng *rng, uint64_t bound) {
     if (bound <= 1) return 0;
     /* Rejection sampling: discard the top partial range. */
     uint64_t limit = UINT64_MAX - (UINT64_MAX % bound);
     uint64_t x;
-    do x = cs_rng_next(rng);
+    do x = cs__rng_next(rng);
     while (x >= limit);
     return x % bound;
 }
 
-double cs_rng_double(cs_rng *rng) {
-    return (double)(cs_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
+double cs__rng_double(cs__rng *rng) {
+    return (double)(cs__rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
 }

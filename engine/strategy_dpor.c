@@ -29,7 +29,10 @@
  * sleep sets) uses event identities (actor, actor_step): same actor, a
  * scheduled_by edge by identity, CS_AFTER_ALL (treated as dependent with
  * everything here: an over-approximation, which only costs executions), or
- * conflicting accesses.
+ * conflicting accesses (the global barrier CS_OBJECT_ALL conflicts with every
+ * access, a barrier read with every write; races come from the trace's
+ * happens-before, which orders the barrier the same way, so a barrier write
+ * races with every concurrent earlier step that made an access).
  *
  * Objects across executions.  Unless the front end promises stable object
  * ids (cs_config.stable_objects, as C programs do), an id is an address that
@@ -52,30 +55,42 @@
 
 /* ---------------------------------------------------------- events */
 
+/* An access as DPOR compares it across executions.  Invariants: `object`
+ * is the trace's name of the object (with stable_objects: the raw id, family
+ * CS__NAME_STABLE); birth == 0 iff the name holds in every execution
+ * (stable or created ids, and the barrier); `all` iff the object is
+ * CS_OBJECT_ALL (named stable by the trace, so equal in every execution). */
 typedef struct {
-    uint64_t object, key;
-    uint32_t birth; /* 0: a stable id (no anchor applies) */
+    cs__objname object;
+    uint64_t key;
+    uint32_t birth; /* 0: a name valid in every execution (no anchor applies) */
     uint8_t kind;
+    bool all;       /* the global barrier: overlaps every access */
 } dacc;
 
 #define ANCHOR_NOW UINT32_MAX /* an event of the current execution */
 
+/* An event by identity, comparable across executions. */
 typedef struct {
     cs_actor actor;
-    uint32_t step;
-    cs_actor sb_actor; /* CS_NO_ACTOR: none */
+    uint32_t step;     /* actor_step: (actor, step) names the event */
+    cs_actor sb_actor; /* identity of the scheduled_by event; CS_NO_ACTOR: none */
     uint32_t sb_step;
-    bool after_all;
-    bool known; /* false until the event has been observed or inserted */
-    uint32_t anchor; /* steps shared with the current execution's stack */
+    bool after_all;    /* scheduled_by == CS_AFTER_ALL */
+    bool known;        /* false until the event has been observed or inserted;
+                          an unknown event is dependent with everything */
+    uint32_t anchor;   /* its names are valid for the first `anchor` steps of
+                          the current stack (ANCHOR_NOW: a trace event) */
     uint32_t n_acc;
-    dacc *acc; /* owned (nodes, sleep) or borrowed (trace scratch) */
+    dacc *acc;         /* n_acc accesses: owned by a node, or borrowed from
+                          the trace scratch (tev/tacc) */
 } wevent;
 
 static bool conflict(const dacc *x, const dacc *y, uint32_t shared) {
-    bool both_unnamed = x->birth > shared && y->birth > shared;
-    if (!both_unnamed && x->object != y->object) return false;
     if (x->kind == CS_READ && y->kind == CS_READ) return false;
+    if (x->all || y->all) return true;
+    bool both_unnamed = x->birth > shared && y->birth > shared;
+    if (!both_unnamed && !cs__objname_eq(&x->object, &y->object)) return false;
     return x->key == y->key || x->key == CS_KEY_WHOLE || y->key == CS_KEY_WHOLE;
 }
 
@@ -104,23 +119,33 @@ static int ev_copy(wevent *dst, const wevent *src) {
 
 /* ----------------------------------------------------- wakeup trees */
 
+/* A wakeup-tree node.  Invariants: first..last (via next) are its children,
+ * in insertion order (the order they will be explored); last == NULL iff
+ * first == NULL; a node is in at most one child list or one `owned` array. */
 typedef struct node {
     wevent ev;
     struct node *first, *last, *next;
 } node;
 
+/* Frees n and its whole subtree (not n's siblings).  Iterative: a wakeup
+ * tree is as deep as an execution is long (one node per step), so recursion
+ * per level would overflow the stack.  Work list: nodes still to free,
+ * linked through `next`; a freed node's children are spliced in front. */
 static void node_free(node *n) {
-    while (n) {
-        node *c = n->first;
-        while (c) {
-            node *nx = c->next;
-            node_free(c);
-            c = nx;
+    if (!n) return;
+    n->next = NULL;
+    node *work = n;
+    while (work) {
+        node *x = work;
+        work = x->next;
+        if (x->first) {
+            node *tail = x->first;
+            while (tail->next) tail = tail->next;
+            tail->next = work;
+            work = x->first;
         }
-        node *dead = n;
-        n = NULL;
-        free(dead->ev.acc);
-        free(dead);
+        free(x->ev.acc);
+        free(x);
     }
 }
 
@@ -134,37 +159,57 @@ static void node_append(node *parent, node *child) {
 /* ------------------------------------------------------ positions */
 
 typedef struct {
-    cs_actor actor;
-    const wevent *ev; /* owned by this or an earlier position */
+    cs_actor actor;   /* at most one entry per actor in a sleep set */
+    const wevent *ev; /* its next event: the event of a node in the `owned`
+                         array of this or an earlier position (lives as long
+                         as this entry, since positions are freed deepest
+                         first) */
 } sleeper;
 
+/* Position k: the state before event k of the current execution. */
 typedef struct {
-    node *root;
-    sleeper *sleep;
+    node *root;       /* wakeup tree here; root->first is the branch being run
+                         (pos[k + 1].root == root->first for k + 1 < n_pos);
+                         borrowed: owned by the parent's child list (root0 for
+                         k = 0) */
+    sleeper *sleep;   /* sleep set: inherited from k - 1 when independent of
+                         event k - 1, plus this position's finished branches */
     uint32_t n_sleep, cap_sleep;
-    wevent *owned; /* finished branches of this position */
+    node **owned;     /* finished branches of this position: childless nodes,
+                         each allocated on its own so that sleepers' pointers
+                         stay valid when this array grows */
     uint32_t n_owned, cap_owned;
 } position;
 
 typedef struct {
-    node *root0;
-    position *pos;
+    node *root0;       /* the wakeup tree of the empty prefix; owns every node
+                          of the live tree */
+    position *pos;     /* the stack: pos[0 .. n_pos); during an execution
+                          n_pos == max(depth, branch) + 1 */
     size_t n_pos, cap_pos;
-    size_t branch;     /* position where this execution's new branch starts */
-    size_t depth;      /* steps taken in the current execution */
-    bool started, exhausted, incomplete;
-    bool stable_objects; /* cs_config.stable_objects */
-    bool blocked_now, diverged_now;
+    size_t branch;     /* position where this execution's new branch starts:
+                          positions <= branch are replayed from the tree,
+                          deeper ones are built by observe */
+    size_t depth;      /* steps taken in the current execution (== the trace
+                          length between steps) */
+    bool started;      /* begin has run once (pos[0] exists) */
+    bool exhausted;    /* no branch left: the exploration is over */
+    bool incomplete;   /* some branch was dropped (an aborted execution or a
+                          budget): `complete` must not be claimed */
+    bool stable_objects; /* cs_config.stable_objects: raw ids are names */
+    bool blocked_now;  /* this execution was cut short by its sleep set */
+    bool diverged_now; /* this execution could not follow its prescribed
+                          branch (the branch is dropped at the end) */
 
-    /* scratch for race detection (grows with execution length) */
-    wevent *tev;
+    /* scratch for race detection (grows with execution length); valid only
+     * inside dpor_end / dpor_observe */
+    wevent *tev;       /* the trace's events as wevents, cap_tev entries */
     size_t cap_tev;
-    dacc *tacc;
+    dacc *tacc;        /* their accesses */
     size_t cap_tacc;
-    uint32_t *vidx, *dlist;
-    bool *vremoved, *reach;
-    size_t cap_v;
-    wevent vsingle;
+    uint32_t *vidx, *dlist; /* race(): v as trace indices; e' 's direct deps */
+    bool *vremoved, *reach; /* race(): consumed elements; HB-before e' in v */
+    size_t cap_v;      /* == cap_tev: capacity of vidx, dlist, vremoved, reach */
 } dpor_state;
 
 static int ensure_pos(dpor_state *s, size_t k) {
@@ -182,7 +227,7 @@ static int ensure_pos(dpor_state *s, size_t k) {
 }
 
 static void pos_clear(position *p) {
-    for (uint32_t i = 0; i < p->n_owned; i++) free(p->owned[i].acc);
+    for (uint32_t i = 0; i < p->n_owned; i++) node_free(p->owned[i]);
     free(p->owned);
     free(p->sleep);
     memset(p, 0, sizeof *p);
@@ -277,7 +322,7 @@ static int dpor_choose(cs_explorer *ex, void *state, size_t step,
                 return CS_OK;
             }
         s->diverged_now = true;
-        return cs_explorer_diverged(ex, step, c->ev.actor, n);
+        return cs__explorer_diverged(ex, step, c->ev.actor, n);
     }
     /* free choice: the first enabled actor that is not asleep */
     for (size_t i = 0; i < n; i++) {
@@ -291,15 +336,15 @@ static int dpor_choose(cs_explorer *ex, void *state, size_t step,
         return CS_OK;
     }
     s->blocked_now = true;
-    cs_explorer_count_blocked(ex);
+    cs__explorer_count_blocked(ex);
     return CS_EBLOCKED;
 }
 
 /* Fills *out with event k of the trace; accesses point into `buf`. */
-static int trace_wevent(const cs_trace *t, bool stable, size_t k, wevent *out,
+static int trace_wevent(const cs__trace *t, bool stable, size_t k, wevent *out,
                         dacc *buf) {
     cs_event e;
-    int rc = cs_trace_get_event(t, k, &e);
+    int rc = cs__trace_get_event(t, k, &e);
     if (rc) return rc;
     out->actor = e.actor;
     out->step = e.actor_step;
@@ -310,7 +355,7 @@ static int trace_wevent(const cs_trace *t, bool stable, size_t k, wevent *out,
     out->anchor = ANCHOR_NOW;
     if (e.scheduled_by >= 0) {
         cs_event by;
-        rc = cs_trace_get_event(t, (size_t)e.scheduled_by, &by);
+        rc = cs__trace_get_event(t, (size_t)e.scheduled_by, &by);
         if (rc) return rc;
         out->sb_actor = by.actor;
         out->sb_step = by.actor_step;
@@ -319,13 +364,13 @@ static int trace_wevent(const cs_trace *t, bool stable, size_t k, wevent *out,
     out->acc = buf;
     for (uint32_t i = 0; i < e.n_accesses; i++) {
         cs_access a;
-        rc = cs_trace_get_access(t, e.first_access + i, &a);
+        rc = cs__trace_get_access(t, e.first_access + i, &a);
         if (rc) return rc;
-        uint64_t name = a.object;
+        cs__objname name = {a.object, 0, CS__NAME_STABLE};
         uint32_t birth = 0;
-        if (!stable && (rc = cs_trace_object_name(t, e.first_access + i, &name, &birth)))
+        if (!stable && (rc = cs__trace_object_name(t, e.first_access + i, &name, &birth)))
             return rc;
-        buf[i] = (dacc){name, a.key, birth, a.kind};
+        buf[i] = (dacc){name, a.key, birth, a.kind, a.object == CS_OBJECT_ALL};
     }
     return CS_OK;
 }
@@ -365,13 +410,13 @@ static int grow_scratch(dpor_state *s, size_t n_ev, size_t n_acc) {
 
 static int dpor_observe(cs_explorer *ex, void *state, size_t index) {
     dpor_state *s = state;
-    const cs_trace *t = cs_explorer_trace(ex);
+    const cs__trace *t = cs__explorer_trace(ex);
     if (index != s->depth || index >= s->n_pos) return CS_EINVAL;
     position *p = &s->pos[index];
     node *c = p->root->first;
     if (!c) return CS_EINVAL;
     cs_event e;
-    int rc = cs_trace_get_event(t, index, &e);
+    int rc = cs__trace_get_event(t, index, &e);
     if (rc) return rc;
     if (grow_scratch(s, 1, e.n_accesses)) return CS_ENOMEM;
     wevent now;
@@ -413,14 +458,14 @@ static int dpor_observe(cs_explorer *ex, void *state, size_t index) {
  * whose HB-predecessors within v are flagged in reach. */
 typedef struct {
     dpor_state *s;
-    const cs_trace *t;
+    const cs__trace *t;
     size_t vlen;
     size_t remaining;
 } seqv;
 
 static bool hb_v(const seqv *v, size_t m, size_t k) {
     if (k == v->vlen - 1) return v->s->reach[m];
-    return cs_trace_hb(v->t, v->s->vidx[m], v->s->vidx[k]);
+    return cs__trace_hb(v->t, v->s->vidx[m], v->s->vidx[k]);
 }
 
 /* Is actor a (whose next event is ev, if known) a weak initial of v?
@@ -480,14 +525,14 @@ static int insert_v(seqv *v, node *root, uint32_t at_pos) {
 }
 
 /* Handles the race (i, j) of the current trace. */
-static int race(dpor_state *s, const cs_trace *t, size_t i, size_t j) {
+static int race(dpor_state *s, const cs__trace *t, size_t i, size_t j) {
     seqv v = {s, t, 0, 0};
     /* notdep(e, E) over the whole execution, events after e' included (as
      * in the paper): with data-dependent control flow a shorter v can be
      * judged covered by a branch that never leads to the reversed trace */
-    size_t len = cs_trace_len(t);
+    size_t len = cs__trace_len(t);
     for (size_t k = i + 1; k < len; k++)
-        if (k != j && !cs_trace_hb(t, i, k)) s->vidx[v.vlen++] = (uint32_t)k;
+        if (k != j && !cs__trace_hb(t, i, k)) s->vidx[v.vlen++] = (uint32_t)k;
     s->vidx[v.vlen++] = (uint32_t)j;
     /* reach[m]: element m happens before e' within E'.v, i.e. m is, or
      * happens before, an element d of v that e' depends on directly (HB
@@ -500,7 +545,7 @@ static int race(dpor_state *s, const cs_trace *t, size_t i, size_t j) {
     }
     for (size_t m = 0; m + 1 < v.vlen; m++)
         for (size_t q = 0; q < nd && !s->reach[m]; q++)
-            if (s->dlist[q] > s->vidx[m] && cs_trace_hb(t, s->vidx[m], s->dlist[q]))
+            if (s->dlist[q] > s->vidx[m] && cs__trace_hb(t, s->vidx[m], s->dlist[q]))
                 s->reach[m] = true;
     s->reach[v.vlen - 1] = false;
     for (size_t k = 0; k < v.vlen; k++) s->vremoved[k] = false;
@@ -513,7 +558,7 @@ static int race(dpor_state *s, const cs_trace *t, size_t i, size_t j) {
     return insert_v(&v, p->root, (uint32_t)i);
 }
 
-static bool is_lock_op(const wevent *e, uint8_t kind, uint64_t *obj, uint64_t *key) {
+static bool is_lock_op(const wevent *e, uint8_t kind, cs__objname *obj, uint64_t *key) {
     for (uint32_t i = 0; i < e->n_acc; i++)
         if (e->acc[i].kind == kind) {
             *obj = e->acc[i].object;
@@ -523,20 +568,20 @@ static bool is_lock_op(const wevent *e, uint8_t kind, uint64_t *obj, uint64_t *k
     return false;
 }
 
-static bool same_lock_release(const wevent *e, uint64_t obj, uint64_t key) {
+static bool same_lock_release(const wevent *e, const cs__objname *obj, uint64_t key) {
     for (uint32_t i = 0; i < e->n_acc; i++)
-        if (e->acc[i].kind == CS_LOCK_RELEASE && e->acc[i].object == obj &&
+        if (e->acc[i].kind == CS_LOCK_RELEASE && cs__objname_eq(&e->acc[i].object, obj) &&
             (e->acc[i].key == key || e->acc[i].key == CS_KEY_WHOLE || key == CS_KEY_WHOLE))
             return true;
     return false;
 }
 
-static int detect_races(dpor_state *s, const cs_trace *t) {
-    size_t len = cs_trace_len(t);
+static int detect_races(dpor_state *s, const cs__trace *t) {
+    size_t len = cs__trace_len(t);
     size_t n_acc = 0;
     for (size_t k = 0; k < len; k++) {
         cs_event e;
-        if (cs_trace_get_event(t, k, &e)) return CS_EINVAL;
+        if (cs__trace_get_event(t, k, &e)) return CS_EINVAL;
         n_acc += e.n_accesses;
     }
     if (grow_scratch(s, len + 1, n_acc + 1)) return CS_ENOMEM;
@@ -556,27 +601,28 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
     for (size_t j = 1; j < len && rc == CS_OK; j++) {
         const wevent *ej = &s->tev[j];
         size_t np;
-        if ((rc = cs_trace_preds(t, j, preds, pcap, &np))) break;
+        if ((rc = cs__trace_preds(t, j, preds, pcap, &np))) break;
         if (np > pcap) {
             free(preds);
             pcap = np;
             preds = malloc(pcap * sizeof *preds);
             if (!preds) return CS_ENOMEM;
-            if ((rc = cs_trace_preds(t, j, preds, pcap, &np))) break;
+            if ((rc = cs__trace_preds(t, j, preds, pcap, &np))) break;
         }
         /* an event made runnable by a clock advance cannot move before the
          * events its barrier follows; later ones are ordinary races */
-        size_t barrier = ej->after_all ? cs_trace_barrier_of(t, j) : 0;
+        size_t barrier = ej->after_all ? cs__trace_barrier_of(t, j) : 0;
         cs_event evj;
-        cs_trace_get_event(t, j, &evj);
-        uint64_t lobj = 0, lkey = 0;
+        cs__trace_get_event(t, j, &evj);
+        cs__objname lobj = {0, 0, 0};
+        uint64_t lkey = 0;
         bool acquire = is_lock_op(ej, CS_LOCK_ACQUIRE, &lobj, &lkey);
         size_t rel = SIZE_MAX;
         for (size_t q = 0; q < np && rc == CS_OK; q++) {
             size_t i = preds[q];
             const wevent *ei = &s->tev[i];
             if (ei->actor == ej->actor || evj.scheduled_by == (int64_t)i || i < barrier) continue;
-            if (acquire && same_lock_release(ei, lobj, lkey)) {
+            if (acquire && same_lock_release(ei, &lobj, lkey)) {
                 rel = i;
                 continue;
             }
@@ -586,9 +632,11 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
         /* the acquisition matching that release: same actor, same lock */
         size_t acq = SIZE_MAX;
         for (size_t k = rel; k-- > 0;) {
-            uint64_t o2, k2;
+            cs__objname o2;
+            uint64_t k2;
             if (s->tev[k].actor == s->tev[rel].actor &&
-                is_lock_op(&s->tev[k], CS_LOCK_ACQUIRE, &o2, &k2) && o2 == lobj && k2 == lkey) {
+                is_lock_op(&s->tev[k], CS_LOCK_ACQUIRE, &o2, &k2) && cs__objname_eq(&o2, &lobj) &&
+                k2 == lkey) {
                 acq = k;
                 break;
             }
@@ -596,7 +644,7 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
         if (acq == SIZE_MAX) continue;
         bool ordered = false; /* ordered by something other than the release */
         for (size_t q = 0; q < np && !ordered; q++)
-            if (preds[q] != rel && (preds[q] == acq || cs_trace_hb(t, acq, preds[q])))
+            if (preds[q] != rel && (preds[q] == acq || cs__trace_hb(t, acq, preds[q])))
                 ordered = true;
         if (!ordered) rc = race(s, t, acq, j);
     }
@@ -608,8 +656,8 @@ static int detect_races(dpor_state *s, const cs_trace *t) {
 
 static int dpor_end(cs_explorer *ex, void *state, int outcome) {
     dpor_state *s = state;
-    const cs_trace *t = cs_explorer_trace(ex);
-    size_t len = cs_trace_len(t);
+    const cs__trace *t = cs__explorer_trace(ex);
+    size_t len = cs__trace_len(t);
     int rc;
     if (outcome == CS_OUTCOME_ABORTED && !s->blocked_now) s->incomplete = true;
     if (len != s->depth || len >= s->n_pos) return CS_EINVAL;
@@ -655,30 +703,21 @@ static int dpor_end(cs_explorer *ex, void *state, int outcome) {
         k--;
         /* the branch executed at k is finished: it goes to sleep at k */
         position *up = &s->pos[k];
-        node *c = up->root->first;
-        up->root->first = c->next;
-        if (up->root->last == c) up->root->last = NULL;
         if (up->n_owned == up->cap_owned) {
+            /* only the array of pointers moves: sleepers point at the
+             * nodes' events, which stay where they are */
             uint32_t ncap = up->cap_owned ? up->cap_owned * 2 : 4;
-            /* sleepers point into owned: grow by copying into a new array
-             * would invalidate them, so owned events are kept by pointer */
-            wevent *no = realloc(up->owned, ncap * sizeof *no);
+            node **no = realloc(up->owned, ncap * sizeof *no);
             if (!no) return CS_ENOMEM;
-            if (no != up->owned) {
-                /* re-point this position's sleepers at the moved events */
-                for (uint32_t i = 0; i < up->n_sleep; i++)
-                    if (up->sleep[i].ev >= up->owned && up->sleep[i].ev < up->owned + up->n_owned)
-                        up->sleep[i].ev = no + (up->sleep[i].ev - up->owned);
-            }
             up->owned = no;
             up->cap_owned = ncap;
         }
-        up->owned[up->n_owned] = c->ev; /* takes the access array */
-        c->ev.acc = NULL;
-        if ((rc = sleep_add(up, c->ev.actor, &up->owned[up->n_owned]))) return rc;
-        up->n_owned++;
+        node *c = up->root->first;
+        up->root->first = c->next;
+        if (up->root->last == c) up->root->last = NULL;
         c->next = NULL;
-        node_free(c);
+        up->owned[up->n_owned++] = c; /* c has no children left (checked above) */
+        if ((rc = sleep_add(up, c->ev.actor, &c->ev))) return rc;
     }
     pos_clear(&s->pos[0]);
     s->n_pos = 0;
@@ -686,7 +725,7 @@ static int dpor_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_dpor = {
+const cs__strategy_ops cs__strategy_dpor = {
     "dpor", dpor_create, dpor_destroy, dpor_begin,
     dpor_choose, dpor_observe, dpor_end,
 };

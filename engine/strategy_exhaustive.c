@@ -18,18 +18,21 @@
 #include <string.h>
 
 typedef struct {
-    size_t off; /* into pool */
-    uint32_t n, choice;
+    size_t off;     /* the enabled set seen here: pool[off .. off + n) */
+    uint32_t n;     /* >= 1 */
+    uint32_t choice; /* index taken, < n; alternatives below it are done */
 } frame;
 
 typedef struct {
-    frame *frames;
+    frame *frames;  /* one per choice; frames[k].off < frames[k + 1].off */
     size_t n_frames, cap_frames;
-    cs_actor *pool;
+    cs_actor *pool; /* the enabled sets of frames[0 .. n_frames), in order;
+                       n_pool == end of the last frame's set */
     size_t n_pool, cap_pool;
-    size_t depth;  /* choices made in the current execution */
-    bool started;  /* at least one execution began */
-    bool exhausted;
+    size_t depth;   /* choices made in the current execution (<= n_frames
+                       while replaying, == n_frames after) */
+    bool started;   /* at least one execution began */
+    bool exhausted; /* every alternative of every frame was taken */
 } exh_state;
 
 static int exh_create(cs_explorer *ex, const cs_config *cfg, void **state) {
@@ -78,7 +81,7 @@ static int exh_choose(cs_explorer *ex, void *state, size_t step,
                 s->depth++;
                 return CS_OK;
             }
-        return cs_explorer_diverged(ex, step, want, n);
+        return cs__explorer_diverged(ex, step, want, n);
     }
     if (s->n_frames == s->cap_frames) {
         size_t ncap = s->cap_frames ? s->cap_frames * 2 : 64;
@@ -133,7 +136,7 @@ static int exh_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_exhaustive = {
+const cs__strategy_ops cs__strategy_exhaustive = {
     "exhaustive", exh_create, exh_destroy, exh_begin,
     exh_choose, exh_observe, exh_end,
 };

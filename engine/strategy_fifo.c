@@ -49,7 +49,7 @@ static int fifo_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_fifo = {
+const cs__strategy_ops cs__strategy_fifo = {
     "fifo", fifo_create, fifo_destroy, fifo_begin,
     fifo_choose, fifo_observe, fifo_end,
 };

@@ -27,24 +27,27 @@
 #include <string.h>
 
 typedef struct {
-    uint64_t seed;
-    uint32_t depth;
-    uint64_t hint;
-    cs_rng rng;
+    uint64_t seed;     /* cs_config.seed: execution i draws from (seed, i) */
+    uint32_t depth;    /* bug depth d >= 1: d - 1 change points */
+    uint64_t hint;     /* cs_config.pct_steps_hint: k is at least this */
+    cs__rng rng;       /* this execution's stream (reseeded by begin) */
 
     /* per actor id, valid for the current execution when seen[a] == epoch */
     uint64_t *seen;
-    uint32_t *rank;    /* position in `order` */
-    uint32_t *lowered; /* 0, or the change-point priority 1..d-1 */
-    size_t cap;
-    uint64_t epoch;
+    uint32_t *rank;    /* position in `order`: rank[order[i]] == i */
+    uint32_t *lowered; /* 0, or the change-point priority 1..d-1 (below every
+                          initial priority d + rank) */
+    size_t cap;        /* entries of seen, rank, lowered */
+    uint64_t epoch;    /* bumped by begin: invalidates every per-actor entry */
 
-    cs_actor *order; /* actors seen this execution, ascending initial priority */
+    cs_actor *order;   /* actors seen this execution, ascending initial
+                          priority; no actor twice */
     size_t n_order, cap_order;
 
-    uint64_t *change; /* change[i] = event index of change point i+1 */
+    uint64_t *change;  /* change[i] = event index of change point i+1;
+                          distinct, n_change == min(d - 1, k) */
     size_t n_change;
-    uint64_t longest;
+    uint64_t longest;  /* longest execution so far (k = max(hint, longest)) */
 } pct_state;
 
 static int pct_create(cs_explorer *ex, const cs_config *cfg, void **state) {
@@ -105,7 +108,7 @@ static int appear(pct_state *s, cs_actor a) {
         s->order = no;
         s->cap_order = ncap;
     }
-    size_t pos = (size_t)cs_rng_below(&s->rng, s->n_order + 1);
+    size_t pos = (size_t)cs__rng_below(&s->rng, s->n_order + 1);
     memmove(s->order + pos + 1, s->order + pos, (s->n_order - pos) * sizeof *s->order);
     s->order[pos] = a;
     s->n_order++;
@@ -125,7 +128,7 @@ static int pct_begin(cs_explorer *ex, void *state, int *more, int *complete) {
     cs_stats st;
     cs_explorer_stats(ex, &st);
     if (st.max_depth > s->longest) s->longest = st.max_depth;
-    cs_rng_seed_stream(&s->rng, s->seed ^ 0x5043545043545043ULL /* "PCTPCTPC" */, st.executions);
+    cs__rng_seed_stream(&s->rng, s->seed ^ 0x5043545043545043ULL /* "PCTPCTPC" */, st.executions);
     s->epoch++;
     s->n_order = 0;
     uint64_t k = s->hint > s->longest ? s->hint : s->longest;
@@ -137,14 +140,14 @@ static int pct_begin(cs_explorer *ex, void *state, int *more, int *complete) {
         for (uint64_t i = 0; i < k; i++) s->change[s->n_change++] = i;
         /* shuffle which index gets which priority */
         for (size_t i = s->n_change; i > 1; i--) {
-            size_t j = (size_t)cs_rng_below(&s->rng, i);
+            size_t j = (size_t)cs__rng_below(&s->rng, i);
             uint64_t t = s->change[i - 1];
             s->change[i - 1] = s->change[j];
             s->change[j] = t;
         }
     } else {
         while (s->n_change < want) {
-            uint64_t c = cs_rng_below(&s->rng, k);
+            uint64_t c = cs__rng_below(&s->rng, k);
             bool dup = false;
             for (size_t i = 0; i < s->n_change; i++) dup |= s->change[i] == c;
             if (!dup) s->change[s->n_change++] = c;
@@ -202,6 +205,6 @@ static int pct_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_pct = {
+const cs__strategy_ops cs__strategy_pct = {
     "pct", pct_create, pct_destroy, pct_begin, pct_choose, pct_observe, pct_end,
 };

@@ -14,8 +14,9 @@
  * of that actor's previous step in this execution, and an actor that has
  * not run yet in this execution is predicted to race with everything.  A
  * pending event is treated as racing with e when its prediction is unknown
- * or when a predicted access conflicts with an access of e (overlapping
- * resources, whole-object wildcard included, at least one write).  Events
+ * or when a predicted access conflicts with an access of e (cs__conflict:
+ * overlapping resources, whole-object wildcard and the global barrier
+ * CS_OBJECT_ALL included, at least one write or lock operation).  Events
  * that e itself made pending are new and get a fresh priority anyway.  A wrong prediction only changes
  * the sampling distribution, never what is recorded: every schedule POS
  * produces is a real schedule of the program, and since a re-draw of a
@@ -44,12 +45,13 @@ typedef struct {
 } actor_slot;
 
 typedef struct {
-    uint64_t seed;
-    cs_rng rng;
-    uint64_t epoch;
-    actor_slot *slots;
+    uint64_t seed;     /* cs_config.seed: execution i draws from (seed, i) */
+    cs__rng rng;       /* this execution's stream (reseeded by begin) */
+    uint64_t epoch;    /* bumped by begin: slots of other epochs are stale */
+    actor_slot *slots; /* per actor id, cap entries */
     size_t cap;
-    cs_actor *pending; /* actors last seen enabled (their pending events) */
+    cs_actor *pending; /* actors last seen enabled (their pending events),
+                          each once */
     size_t n_pending, cap_pending;
     pred_access *cur;  /* scratch: accesses of the event just observed */
     size_t cap_cur;
@@ -98,7 +100,7 @@ static int pos_begin(cs_explorer *ex, void *state, int *more, int *complete) {
     pos_state *s = state;
     cs_stats st;
     cs_explorer_stats(ex, &st);
-    cs_rng_seed_stream(&s->rng, s->seed ^ 0x504f53504f53504fULL /* "POSPOSPO" */, st.executions);
+    cs__rng_seed_stream(&s->rng, s->seed ^ 0x504f53504f53504fULL /* "POSPOSPO" */, st.executions);
     s->epoch++;
     s->n_pending = 0;
     *more = 1;
@@ -123,7 +125,7 @@ static int pos_choose(cs_explorer *ex, void *state, size_t step,
         actor_slot *sl = slot(s, enabled[i]);
         if (!sl) return CS_ENOMEM;
         if (!sl->has_prio) {
-            sl->prio = cs_rng_double(&s->rng);
+            sl->prio = cs__rng_double(&s->rng);
             sl->has_prio = true;
         }
         /* Ties (probability ~2^-53) go to the earlier actor in fifo order. */
@@ -138,10 +140,10 @@ static int pos_choose(cs_explorer *ex, void *state, size_t step,
     return CS_OK;
 }
 
+/* The engine's one conflict test: the barrier CS_OBJECT_ALL overlaps every
+ * access, lock operations count as writes. */
 static bool overlaps(const pred_access *a, const pred_access *b) {
-    if (a->object != b->object) return false;
-    if (a->kind != CS_WRITE && b->kind != CS_WRITE) return false;
-    return a->key == b->key || a->key == CS_KEY_WHOLE || b->key == CS_KEY_WHOLE;
+    return cs__conflict(a->object, a->key, a->kind, b->object, b->key, b->kind);
 }
 
 static int pos_observe(cs_explorer *ex, void *state, size_t index) {
@@ -172,7 +174,7 @@ static int pos_observe(cs_explorer *ex, void *state, size_t index) {
         for (size_t p = 0; !races && p < sl->n_pred; p++)
             for (uint32_t k = 0; !races && k < ev.n_accesses; k++)
                 races = overlaps(&sl->pred[p], &s->cur[k]);
-        if (races) sl->prio = cs_rng_double(&s->rng);
+        if (races) sl->prio = cs__rng_double(&s->rng);
     }
     /* The executed actor's next event is new; its accesses become the
      * prediction for that event. */
@@ -198,6 +200,6 @@ static int pos_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_pos = {
+const cs__strategy_ops cs__strategy_pos = {
     "pos", pos_create, pos_destroy, pos_begin, pos_choose, pos_observe, pos_end,
 };

@@ -2,7 +2,7 @@
  * strategy_random.c -- uniform choice among the enabled actors.
  *
  * Execution i (0-based, counted by the explorer) draws from a generator
- * seeded with cs_rng_seed_stream(seed, i), so any single execution can be reproduced
+ * seeded with cs__rng_seed_stream(seed, i), so any single execution can be reproduced
  * from (seed, i) alone, whatever ran before it.  Never complete: it runs
  * until max_executions or time_limit stops it.
  */
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 
 typedef struct {
-    uint64_t seed;
-    cs_rng rng;
+    uint64_t seed; /* cs_config.seed: execution i draws from (seed, i) */
+    cs__rng rng;   /* this execution's stream (reseeded by begin) */
 } random_state;
 
 static int random_create(cs_explorer *ex, const cs_config *cfg, void **state) {
@@ -30,7 +30,7 @@ static int random_begin(cs_explorer *ex, void *state, int *more, int *complete) 
     random_state *s = state;
     cs_stats st;
     cs_explorer_stats(ex, &st);
-    cs_rng_seed_stream(&s->rng, s->seed, st.executions);
+    cs__rng_seed_stream(&s->rng, s->seed, st.executions);
     *more = 1;
     *complete = 0;
     return CS_OK;
@@ -42,7 +42,7 @@ static int random_choose(cs_explorer *ex, void *state, size_t step,
     (void)step;
     (void)enabled;
     random_state *s = state;
-    *chosen = (size_t)cs_rng_below(&s->rng, n);
+    *chosen = (size_t)cs__rng_below(&s->rng, n);
     return CS_OK;
 }
 
@@ -60,7 +60,7 @@ static int random_end(cs_explorer *ex, void *state, int outcome) {
     return CS_OK;
 }
 
-const cs_strategy_ops cs_strategy_random = {
+const cs__strategy_ops cs__strategy_random = {
     "random", random_create, random_destroy, random_begin,
     random_choose, random_observe, random_end,
 };

@@ -3,7 +3,7 @@
  *
  * At step i the prescribed actor is replay[i].  Divergence (the program is
  * not deterministic under this schedule) is reported with
- * cs_explorer_diverged and CS_EDIVERGED in three cases:
+ * cs__explorer_diverged and CS_EDIVERGED in three cases:
  *   - replay[i] is not among the enabled actors (expected = replay[i]);
  *   - the program asks for a step past the end of the schedule
  *     (expected = CS_NO_ACTOR);
@@ -21,8 +21,9 @@
 typedef struct {
     const cs_actor *sched; /* owned by the explorer's config */
     size_t len;
-    size_t steps;          /* steps observed in the current execution */
-    int diverged;
+    size_t steps;          /* steps observed in the current execution
+                              (<= len while not diverged) */
+    int diverged;          /* 1 once an execution could not follow sched */
 } replay_state;
 
 static int replay_create(cs_explorer *ex, const cs_config *cfg, void **state) {
@@ -53,7 +54,7 @@ static int replay_choose(cs_explorer *ex, void *state, size_t step,
     replay_state *s = state;
     if (step >= s->len) {
         s->diverged = 1;
-        return cs_explorer_diverged(ex, step, CS_NO_ACTOR, n);
+        return cs__explorer_diverged(ex, step, CS_NO_ACTOR, n);
     }
     cs_actor want = s->sched[step];
     for (size_t i = 0; i < n; i++) {
@@ -63,7 +64,7 @@ static int replay_choose(cs_explorer *ex, void *state, size_t step,
         }
     }
     s->diverged = 1;
-    return cs_explorer_diverged(ex, step, want, n);
+    return cs__explorer_diverged(ex, step, want, n);
 }
 
 static int replay_observe(cs_explorer *ex, void *state, size_t index) {
@@ -75,7 +76,7 @@ static int replay_observe(cs_explorer *ex, void *state, size_t index) {
      * than the one chosen) has left the schedule too. */
     if (!s->diverged && (index >= s->len || ev.actor != s->sched[index])) {
         s->diverged = 1;
-        return cs_explorer_diverged(ex, index, index < s->len ? s->sched[index] : CS_NO_ACTOR,
+        return cs__explorer_diverged(ex, index, index < s->len ? s->sched[index] : CS_NO_ACTOR,
                                     0);
     }
     s->steps = index + 1;
@@ -86,10 +87,10 @@ static int replay_end(cs_explorer *ex, void *state, int outcome) {
     replay_state *s = state;
     if (outcome == CS_OUTCOME_ABORTED || s->diverged || s->steps >= s->len) return CS_OK;
     s->diverged = 1;
-    return cs_explorer_diverged(ex, s->steps, s->sched[s->steps], 0);
+    return cs__explorer_diverged(ex, s->steps, s->sched[s->steps], 0);
 }
 
-const cs_strategy_ops cs_strategy_replay = {
+const cs__strategy_ops cs__strategy_replay = {
     "replay", replay_create, replay_destroy, replay_begin,
     replay_choose, replay_observe, replay_end,
 };

@@ -9,11 +9,12 @@
  *   - same actor (program order);
  *   - b.scheduled_by == a (the step that made b runnable);
  *   - b.scheduled_by == CS_AFTER_ALL and a precedes b's barrier (the latest
- *     cs_trace_barrier before b, or b itself when there was none): the clock
+ *     cs__trace_barrier before b, or b itself when there was none): the clock
  *     advance that made b runnable follows every event before it;
  *   - conflicting accesses: resources (object, key) overlap (same object and
- *     same key, or either key is CS_KEY_WHOLE) and at least one is a write
- *     (lock acquisitions and releases count as writes).
+ *     same key, or either key is CS_KEY_WHOLE, or either object is
+ *     CS_OBJECT_ALL, the global barrier) and at least one is a write (lock
+ *     acquisitions and releases count as writes).
  * HB is the transitive closure of dependency restricted to a < b.
  *
  * Vector clocks are indexed by CHAINS, not actors.  A chain is a sequence of
@@ -37,7 +38,7 @@
  * Each choice keeps every chain totally ordered by HB, which is all the HB
  * test needs.  Clocks are stored densely over the chains that exist when the
  * event ends (clock_len = that count).  The actor-indexed clock of the public
- * API (cs_trace_get_clock) is materialised on demand: clock[a] = 1 + the
+ * API (cs__trace_get_clock) is materialised on demand: clock[a] = 1 + the
  * actor_step of a's last event that happens before or equals e, found by
  * binary search over a's events (HB-closed sets are prefixes of an actor's
  * program order).
@@ -49,15 +50,31 @@
  * that b depends on either is one of these *candidates* or happens before one
  * of them, so joining the candidates' clocks gives the exact clock, and the
  * candidates that precede no other candidate are exactly the immediate
- * predecessors.  CS_AFTER_ALL takes the chain tips as they were at its
+ * predecessors.  The global barrier (object CS_OBJECT_ALL) has state of its
+ * own: its last write, per actor its last read since that write, and per
+ * actor the last event with any access / with a write since that write.  A
+ * barrier write's candidates are the last barrier write and every actor's
+ * last accessing event since (each earlier accessing event of that actor
+ * precedes it in program order, and every accessing event before the last
+ * barrier write happens before that write); a barrier read's are the last
+ * barrier write and every actor's last writing event since; every access
+ * takes the last barrier write, and every write the barrier reads since it.
+ * CS_AFTER_ALL takes the chain tips as they were at its
  * barrier as candidates: every event before the barrier happens before or
  * equals one of them, and the maximal such events are among them.
  * They are taken in (actor, event) order, which keeps the order of the
  * predecessors list the same as taking every actor's last event in actor
  * order (each actor has at most one maximal event: its last).
  *
- * Memory is kept across cs_trace_reset (hash tables are invalidated by a
+ * Memory is kept across cs__trace_reset (hash tables are invalidated by a
  * generation stamp) and grows with the length of an execution only.
+ *
+ * Bounds: events and accesses are indexed by uint32_t (NONE = UINT32_MAX is
+ * the "no event" mark): step_begin and access_add refuse (CS_ENOMEM) past
+ * UINT32_MAX - 2, so every index, count of resources/objects (at most one
+ * per access) and chain number (at most one per event) fits.  The pools
+ * that grow faster than the event count (clocks: events x chains; immediate
+ * predecessors) are addressed by size_t offsets.
  */
 #include "internal.h"
 
@@ -96,7 +113,7 @@ typedef struct {
 } resource;
 
 typedef struct {
-    uint64_t name;        /* see cs_trace_object_name */
+    cs__objname name;     /* see cs__trace_object_name */
     uint32_t birth;       /* 0, or event + 1 of its first (unflagged) access */
     uint32_t whole;       /* resource index of (object, CS_KEY_WHOLE), or NONE */
     act_list key_writes;  /* per actor: last key write since last whole write */
@@ -119,11 +136,13 @@ typedef struct {
     uint32_t actor_step;
     int64_t scheduled_by;
     uint32_t first_access, n_accesses;
-    uint32_t clock_off, clock_len; /* clock over chains [0, clock_len) */
+    size_t clock_off;              /* into the clock pool (may pass 2^32) */
+    uint32_t clock_len;            /* clock over chains [0, clock_len) */
     uint32_t chain, chain_pos;     /* chain_pos >= 1 */
     uint32_t awidth;               /* actors interned when the step ended */
     uint32_t barrier;              /* CS_AFTER_ALL: follows events [0, barrier) */
-    uint32_t pred_off, n_preds;
+    size_t pred_off;               /* into the predecessor pool */
+    uint32_t n_preds;
 } event;
 
 typedef struct {
@@ -136,7 +155,7 @@ typedef struct acc_ref {
     uint32_t obj, res;
 } acc_ref;
 
-struct cs_trace {
+struct cs__trace {
     event *ev;
     size_t len, cap;
     bool open;
@@ -169,9 +188,9 @@ struct cs_trace {
     uint32_t *n_steps;  /* steps taken so far */
     size_t width, cap_actor;
 
-    uint32_t *work; /* cs_trace_get_clock's result, cap_actor entries */
+    uint32_t *work; /* cs__trace_get_clock's result, cap_actor entries */
 
-    /* cs_trace_get_clock's index of each actor's events, built on demand for
+    /* cs__trace_get_clock's index of each actor's events, built on demand for
      * the first idx_len events (idx_len = SIZE_MAX: stale) */
     uint32_t *by_actor_off; /* actor a's events: by_actor[off[a] .. off[a+1]) */
     size_t cap_by_actor_off;
@@ -186,6 +205,21 @@ struct cs_trace {
     uint32_t stamp_now;
     acc_ref *refs; /* per access of the open step */
     size_t cap_refs;
+
+    /* the global barrier (CS_OBJECT_ALL): see the header comment */
+    uint32_t all_write;   /* last event with a barrier write, NONE if none */
+    act_list all_reads;   /* per actor: last barrier read since all_write */
+    /* per actor (index = actor id, valid below width): its last event with
+     * an access / with a write, NONE if none; an entry counts for the
+     * barrier only when it is after all_write (earlier ones happen before
+     * all_write).  Arrays, not lists: every access updates them in O(1).
+     * touched_acc / touched_wr list the actors whose entry went past
+     * all_write since it was set (each actor once, in first-touch order), so
+     * a barrier access scans only the actors active since the last barrier
+     * write, not every actor of the run. */
+    uint32_t *last_acc, *last_wr;
+    cs_actor *touched_acc, *touched_wr;
+    size_t n_touched_acc, n_touched_wr;
 
     uint32_t gen;
     table res_index, obj_index;
@@ -210,7 +244,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 
 #define GROW(ptr, capv, need) grow((void **)&(ptr), &(capv), (need), sizeof *(ptr))
 
-static size_t actor_hash(cs_actor actor) { return (size_t)cs_mix64(actor + 0x2545f491ULL); }
+static size_t actor_hash(cs_actor actor) { return (size_t)cs__mix64(actor + 0x2545f491ULL); }
 
 /* Rebuilds the index of l for n + 1 entries. */
 static int list_index(act_list *l) {
@@ -272,7 +306,7 @@ static int list_put(act_list *l, cs_actor actor, uint32_t e) {
 }
 
 static size_t slot_hash(uint64_t object, uint64_t key) {
-    return (size_t)cs_mix64(object * 0x9e3779b97f4a7c15ULL ^ cs_mix64(key));
+    return (size_t)cs__mix64(object * 0x9e3779b97f4a7c15ULL ^ cs__mix64(key));
 }
 
 /* Finds (object, key); inserts it with index *fresh_index when absent and
@@ -308,13 +342,13 @@ static uint32_t table_find(table *t, uint32_t gen, uint64_t object, uint64_t key
     return fresh_index;
 }
 
-static uint32_t clock_at(const cs_trace *t, uint32_t e, uint32_t chain) {
+static uint32_t clock_at(const cs__trace *t, uint32_t e, uint32_t chain) {
     const event *ev = &t->ev[e];
     return chain < ev->clock_len ? t->clocks[ev->clock_off + chain] : 0;
 }
 
 /* a happens before b (both recorded events) */
-static bool hb_idx(const cs_trace *t, uint32_t a, uint32_t b) {
+static bool hb_idx(const cs__trace *t, uint32_t a, uint32_t b) {
     if (a >= b) return false;
     const event *ea = &t->ev[a];
     return clock_at(t, b, ea->chain) >= ea->chain_pos;
@@ -322,17 +356,18 @@ static bool hb_idx(const cs_trace *t, uint32_t a, uint32_t b) {
 
 /* --------------------------------------------------------- lifecycle */
 
-int cs_trace_new(cs_trace **out) {
+int cs__trace_new(cs__trace **out) {
     if (!out) return CS_EINVAL;
-    cs_trace *t = calloc(1, sizeof *t);
+    cs__trace *t = calloc(1, sizeof *t);
     if (!t) return CS_ENOMEM;
     t->gen = 1;
     t->idx_len = SIZE_MAX;
+    t->all_write = NONE;
     *out = t;
     return CS_OK;
 }
 
-void cs_trace_free(cs_trace *t) {
+void cs__trace_free(cs__trace *t) {
     if (!t) return;
     for (size_t i = 0; i < t->cap_res; i++) {
         free(t->res[i].reads.v);
@@ -365,10 +400,16 @@ void cs_trace_free(cs_trace *t) {
     free(t->cand);
     free(t->stamp);
     free(t->refs);
+    free(t->all_reads.v);
+    free(t->all_reads.h);
+    free(t->last_acc);
+    free(t->last_wr);
+    free(t->touched_acc);
+    free(t->touched_wr);
     free(t);
 }
 
-void cs_trace_reset(cs_trace *t) {
+void cs__trace_reset(cs__trace *t) {
     if (!t) return;
     t->len = 0;
     t->open = false;
@@ -382,10 +423,16 @@ void cs_trace_reset(cs_trace *t) {
     for (size_t a = 0; a < t->width; a++) {
         t->last_ev[a] = NONE;
         t->n_steps[a] = 0;
+        t->last_acc[a] = NONE;
+        t->last_wr[a] = NONE;
     }
     t->width = 0;
     t->n_res = 0;
     t->n_obj = 0;
+    t->all_write = NONE;
+    list_clear(&t->all_reads);
+    t->n_touched_acc = 0;
+    t->n_touched_wr = 0;
     t->res_index.len = 0;
     t->obj_index.len = 0;
     if (++t->gen == 0) {
@@ -398,7 +445,7 @@ void cs_trace_reset(cs_trace *t) {
 
 /* ------------------------------------------------------------ recording */
 
-int cs_trace_step_begin(cs_trace *t, cs_actor actor, int64_t scheduled_by) {
+int cs__trace_step_begin(cs__trace *t, cs_actor actor, int64_t scheduled_by) {
     if (!t || actor == CS_NO_ACTOR) return CS_EINVAL;
     if (t->open) return CS_ESTATE;
     if (scheduled_by < CS_AFTER_ALL || scheduled_by >= (int64_t)t->len) return CS_EINVAL;
@@ -418,11 +465,25 @@ int cs_trace_step_begin(cs_trace *t, cs_actor actor, int64_t scheduled_by) {
             uint32_t *w = realloc(t->work, ncap * sizeof *w);
             if (!w) return CS_ENOMEM;
             t->work = w;
+            uint32_t *la = realloc(t->last_acc, ncap * sizeof *la);
+            if (!la) return CS_ENOMEM;
+            t->last_acc = la;
+            uint32_t *lw = realloc(t->last_wr, ncap * sizeof *lw);
+            if (!lw) return CS_ENOMEM;
+            t->last_wr = lw;
+            cs_actor *ta = realloc(t->touched_acc, ncap * sizeof *ta);
+            if (!ta) return CS_ENOMEM;
+            t->touched_acc = ta;
+            cs_actor *tw = realloc(t->touched_wr, ncap * sizeof *tw);
+            if (!tw) return CS_ENOMEM;
+            t->touched_wr = tw;
             t->cap_actor = ncap;
         }
         for (size_t a = t->width; a < nw; a++) {
             t->last_ev[a] = NONE;
             t->n_steps[a] = 0;
+            t->last_acc[a] = NONE;
+            t->last_wr[a] = NONE;
         }
         t->width = nw;
     }
@@ -437,7 +498,7 @@ int cs_trace_step_begin(cs_trace *t, cs_actor actor, int64_t scheduled_by) {
     return CS_OK;
 }
 
-int cs_trace_access_add(cs_trace *t, uint64_t object, uint64_t key,
+int cs__trace_access_add(cs__trace *t, uint64_t object, uint64_t key,
                         cs_access_kind kind, uint32_t site) {
     if (!t) return CS_EINVAL;
     if (!t->open) return CS_ESTATE;
@@ -458,7 +519,7 @@ static int cmp_u64(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-static int cand_add(cs_trace *t, uint32_t e) {
+static int cand_add(cs__trace *t, uint32_t e) {
     if (e == NONE || t->stamp[e] == t->stamp_now) return CS_OK;
     if (GROW(t->cand, t->cap_cand, t->n_cand + 1)) return CS_ENOMEM;
     t->stamp[e] = t->stamp_now;
@@ -466,14 +527,14 @@ static int cand_add(cs_trace *t, uint32_t e) {
     return CS_OK;
 }
 
-static int cand_list(cs_trace *t, const act_list *l) {
+static int cand_list(cs__trace *t, const act_list *l) {
     for (uint32_t i = 0; i < l->n; i++)
         if (cand_add(t, l->v[i].event)) return CS_ENOMEM;
     return CS_OK;
 }
 
 /* Looks up (or creates) the resource record of (object, key). */
-static int resource_of(cs_trace *t, uint64_t object, uint64_t key, uint32_t *out) {
+static int resource_of(cs__trace *t, uint64_t object, uint64_t key, uint32_t *out) {
     size_t old = t->cap_res;
     if (GROW(t->res, t->cap_res, t->n_res + 1)) return CS_ENOMEM;
     for (size_t i = old; i < t->cap_res; i++) memset(&t->res[i], 0, sizeof t->res[i]);
@@ -489,26 +550,25 @@ static int resource_of(cs_trace *t, uint64_t object, uint64_t key, uint32_t *out
     return CS_OK;
 }
 
-/* Names for other executions (cs_trace_object_name).  The top two bits keep
- * the three families apart: stable ids (00), created objects (01), objects
- * named by their first access (1x). */
-#define NAME_CREATED (1ULL << 62)
-#define NAME_BIRTH (1ULL << 63)
-
-static uint64_t object_name(uint64_t object, uint8_t flags, cs_actor actor,
-                            uint32_t actor_step, uint32_t created_rank,
-                            uint32_t event, uint32_t access, uint32_t *birth) {
+/* Names for other executions (cs__trace_object_name): a family and two
+ * fields that hold the naming data whole (nothing is hashed or masked), so
+ * two different objects never share a name within an execution.  The
+ * barrier CS_OBJECT_ALL is always named as stable, whatever the flags: it
+ * is the same "object" in every execution, never an address. */
+static cs__objname object_name(uint64_t object, uint8_t flags, cs_actor actor,
+                               uint32_t actor_step, uint32_t created_rank,
+                               uint32_t event, uint32_t access, uint32_t *birth) {
     *birth = 0;
-    if (flags & CS_ID_STABLE) return object & ~(NAME_CREATED | NAME_BIRTH);
+    if (object == CS_OBJECT_ALL || (flags & CS_ID_STABLE))
+        return (cs__objname){object, 0, CS__NAME_STABLE};
     if (flags & CS_ID_CREATED)
-        return NAME_CREATED | (cs_mix64(((uint64_t)actor << 32 | actor_step) ^
-                                     cs_mix64(created_rank + 0x9e3779b97f4a7c15ULL)) &
-                               (NAME_CREATED - 1));
+        return (cs__objname){(uint64_t)actor << 32 | actor_step, created_rank,
+                             CS__NAME_CREATED};
     *birth = event + 1;
-    return NAME_BIRTH | (uint64_t)(event + 1) << 24 | (access & 0xffffff);
+    return (cs__objname){event, access, CS__NAME_BIRTH};
 }
 
-static int object_of(cs_trace *t, uint64_t object, uint64_t name, uint32_t birth,
+static int object_of(cs__trace *t, uint64_t object, cs__objname name, uint32_t birth,
                      uint32_t *out) {
     size_t old = t->cap_obj;
     if (GROW(t->obj, t->cap_obj, t->n_obj + 1)) return CS_ENOMEM;
@@ -529,7 +589,7 @@ static int object_of(cs_trace *t, uint64_t object, uint64_t name, uint32_t birth
 }
 
 /* The current chain tips, sorted by (actor, event), into tip_keys. */
-static int snapshot_tips(cs_trace *t) {
+static int snapshot_tips(cs__trace *t) {
     if (GROW(t->tip_keys, t->cap_tip_keys, t->n_chain + 1)) return CS_ENOMEM;
     for (size_t c = 0; c < t->n_chain; c++)
         t->tip_keys[c] = (uint64_t)t->ev[t->chains[c].tip].actor << 32 | t->chains[c].tip;
@@ -538,7 +598,7 @@ static int snapshot_tips(cs_trace *t) {
     return CS_OK;
 }
 
-int cs_trace_barrier(cs_trace *t) {
+int cs__trace_barrier(cs__trace *t) {
     if (!t) return CS_EINVAL;
     if (t->open) return CS_ESTATE;
     if (snapshot_tips(t)) return CS_ENOMEM;
@@ -547,12 +607,12 @@ int cs_trace_barrier(cs_trace *t) {
     return CS_OK;
 }
 
-size_t cs_trace_barrier_of(const cs_trace *t, size_t index) {
+size_t cs__trace_barrier_of(const cs__trace *t, size_t index) {
     if (!t || index >= t->len || t->ev[index].scheduled_by != CS_AFTER_ALL) return 0;
     return t->ev[index].barrier;
 }
 
-int cs_trace_step_end(cs_trace *t) {
+int cs__trace_step_end(cs__trace *t) {
     if (!t) return CS_EINVAL;
     if (!t->open) return CS_ESTATE;
     uint32_t me = (uint32_t)t->len;
@@ -575,14 +635,18 @@ int cs_trace_step_end(cs_trace *t) {
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];
         uint8_t flags = t->acc_flags[first + i];
-        uint32_t o, r, birth;
-        uint64_t name = object_name(a->object, flags, actor, t->ev[me].actor_step,
-                                    created_rank, me, i, &birth);
-        if (flags & CS_ID_CREATED) created_rank++;
+        uint32_t o, r = NONE, birth;
+        bool all = a->object == CS_OBJECT_ALL;
+        cs__objname name = object_name(a->object, flags, actor, t->ev[me].actor_step,
+                                       created_rank, me, i, &birth);
+        if ((flags & CS_ID_CREATED) && !all) created_rank++;
         if (object_of(t, a->object, name, birth, &o)) return CS_ENOMEM;
         t->acc_obj[first + i] = o;
-        if (resource_of(t, a->object, a->key, &r)) return CS_ENOMEM;
-        if (a->key == CS_KEY_WHOLE) t->obj[o].whole = r;
+        /* the barrier has no resource records: its state is t->all_* */
+        if (!all) {
+            if (resource_of(t, a->object, a->key, &r)) return CS_ENOMEM;
+            if (a->key == CS_KEY_WHOLE) t->obj[o].whole = r;
+        }
         t->refs[i] = (acc_ref){o, r};
     }
 
@@ -597,11 +661,25 @@ int cs_trace_step_end(cs_trace *t) {
     }
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];
+        bool write = a->kind != CS_READ;
+        int rc = cand_add(t, t->all_write); /* every access follows it */
+        if (a->object == CS_OBJECT_ALL) {
+            /* every actor's last accessing (writing) event since all_write,
+             * in first-touch order */
+            const uint32_t *last = write ? t->last_acc : t->last_wr;
+            const cs_actor *who = write ? t->touched_acc : t->touched_wr;
+            size_t n_who = write ? t->n_touched_acc : t->n_touched_wr;
+            for (size_t x = 0; x < n_who; x++) {
+                uint32_t e = last[who[x]];
+                if (t->all_write == NONE || e > t->all_write) rc |= cand_add(t, e);
+            }
+            if (rc) return CS_ENOMEM;
+            continue;
+        }
+        if (write) rc |= cand_list(t, &t->all_reads);
         const object_rec *o = &t->obj[t->refs[i].obj];
         const resource *r = &t->res[t->refs[i].res];
         const resource *w = o->whole != NONE ? &t->res[o->whole] : NULL;
-        bool write = a->kind != CS_READ;
-        int rc = CS_OK;
         if (a->key == CS_KEY_WHOLE) {
             rc |= cand_add(t, r->last_write);
             if (write) {
@@ -683,12 +761,46 @@ int cs_trace_step_end(cs_trace *t) {
     uint32_t pos = t->chains[chain].len + 1;
     clk[chain] = pos;
 
+    /* The barrier state, per event.  A step with a barrier write becomes
+     * all_write: every later access follows it, so its other accesses need
+     * no per-actor entry (entries at or before all_write do not count). */
+    bool barrier_write = false;
+    for (uint32_t i = 0; i < n_acc; i++)
+        if (t->acc[first + i].object == CS_OBJECT_ALL && t->acc[first + i].kind != CS_READ)
+            barrier_write = true;
+    if (barrier_write) {
+        t->all_write = me;
+        list_clear(&t->all_reads);
+        t->n_touched_acc = 0;
+        t->n_touched_wr = 0;
+    } else if (n_acc) {
+        /* touched lists: an actor whose entry is NONE or at or before
+         * all_write is not listed (lists are cleared with each barrier
+         * write); every entry set here is after all_write */
+        uint32_t aw = t->all_write;
+        bool any_write = false, all_read = false;
+        for (uint32_t i = 0; i < n_acc; i++) {
+            any_write |= t->acc[first + i].kind != CS_READ;
+            all_read |= t->acc[first + i].object == CS_OBJECT_ALL;
+        }
+        uint32_t pa = t->last_acc[actor];
+        if (pa == NONE || (aw != NONE && pa <= aw)) t->touched_acc[t->n_touched_acc++] = actor;
+        t->last_acc[actor] = me;
+        if (any_write) {
+            uint32_t pw = t->last_wr[actor];
+            if (pw == NONE || (aw != NONE && pw <= aw)) t->touched_wr[t->n_touched_wr++] = actor;
+            t->last_wr[actor] = me;
+        }
+        if (all_read && list_put(&t->all_reads, actor, me)) return CS_ENOMEM;
+    }
+
     /* Update the per-resource state, in access order. */
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];
+        int rc = CS_OK;
+        if (a->object == CS_OBJECT_ALL) continue;
         object_rec *o = &t->obj[t->refs[i].obj];
         resource *r = &t->res[t->refs[i].res];
-        int rc = CS_OK;
         if (a->key == CS_KEY_WHOLE) {
             if (a->kind != CS_READ) {
                 r->last_write = me;
@@ -712,14 +824,14 @@ int cs_trace_step_end(cs_trace *t) {
     }
 
     event *e = &t->ev[me];
-    e->clock_off = (uint32_t)t->n_clk;
+    e->clock_off = t->n_clk;
     e->clock_len = (uint32_t)width;
     e->chain = chain;
     e->chain_pos = pos;
     e->awidth = (uint32_t)t->width;
     t->chains[chain] = (chain_rec){me, pos};
     t->n_chain = width;
-    e->pred_off = (uint32_t)t->n_pred;
+    e->pred_off = t->n_pred;
     e->n_preds = n_preds;
     t->n_clk += width;
     t->n_pred += n_preds;
@@ -730,13 +842,13 @@ int cs_trace_step_end(cs_trace *t) {
     return CS_OK;
 }
 
-bool cs_trace_step_open(const cs_trace *t) { return t && t->open; }
-size_t cs_trace_chains(const cs_trace *t) { return t ? t->n_chain : 0; }
-size_t cs_trace_len(const cs_trace *t) { return t ? t->len : 0; }
+bool cs__trace_step_open(const cs__trace *t) { return t && t->open; }
+size_t cs__trace_chains(const cs__trace *t) { return t ? t->n_chain : 0; }
+size_t cs__trace_len(const cs__trace *t) { return t ? t->len : 0; }
 
 /* ------------------------------------------------------------ queries */
 
-int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out) {
+int cs__trace_get_event(const cs__trace *t, size_t index, cs_event *out) {
     if (!t || !out || index >= t->len) return CS_EINVAL;
     const event *e = &t->ev[index];
     out->actor = e->actor;
@@ -747,8 +859,8 @@ int cs_trace_get_event(const cs_trace *t, size_t index, cs_event *out) {
     return CS_OK;
 }
 
-int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
-                         uint32_t *birth) {
+int cs__trace_object_name(const cs__trace *t, size_t access_index, cs__objname *name,
+                          uint32_t *birth) {
     if (!t || !name || !birth || access_index >= t->n_acc) return CS_EINVAL;
     /* accesses of the open step are resolved only when it ends */
     if (t->open && access_index >= t->ev[t->len].first_access) return CS_ESTATE;
@@ -757,20 +869,20 @@ int cs_trace_object_name(const cs_trace *t, size_t access_index, uint64_t *name,
     return CS_OK;
 }
 
-int cs_trace_get_access_flags(const cs_trace *t, size_t index, uint8_t *flags) {
+int cs__trace_get_access_flags(const cs__trace *t, size_t index, uint8_t *flags) {
     if (!t || !flags || index >= t->n_acc) return CS_EINVAL;
     *flags = t->acc_flags[index];
     return CS_OK;
 }
 
-int cs_trace_get_access(const cs_trace *t, size_t index, cs_access *out) {
+int cs__trace_get_access(const cs__trace *t, size_t index, cs_access *out) {
     if (!t || !out || index >= t->n_acc) return CS_EINVAL;
     *out = t->acc[index];
     return CS_OK;
 }
 
 /* Builds by_actor: the events of each actor in order (counting sort). */
-static int index_actors(cs_trace *t) {
+static int index_actors(cs__trace *t) {
     if (t->idx_len == t->len) return CS_OK;
     if (GROW(t->by_actor_off, t->cap_by_actor_off, t->width + 1)) return CS_ENOMEM;
     if (GROW(t->by_actor, t->cap_by_actor, t->len + 1)) return CS_ENOMEM;
@@ -787,7 +899,7 @@ static int index_actors(cs_trace *t) {
     return CS_OK;
 }
 
-int cs_trace_get_clock(cs_trace *t, size_t index, const uint32_t **clock, size_t *len) {
+int cs__trace_get_clock(cs__trace *t, size_t index, const uint32_t **clock, size_t *len) {
     if (!t || !clock || !len || index >= t->len) return CS_EINVAL;
     if (index_actors(t)) return CS_ENOMEM;
     const event *e = &t->ev[index];
@@ -815,18 +927,16 @@ int cs_trace_get_clock(cs_trace *t, size_t index, const uint32_t **clock, size_t
     return CS_OK;
 }
 
-bool cs_trace_hb(const cs_trace *t, size_t a, size_t b) {
+bool cs__trace_hb(const cs__trace *t, size_t a, size_t b) {
     if (!t || a >= t->len || b >= t->len) return false;
     return hb_idx(t, (uint32_t)a, (uint32_t)b);
 }
 
 static bool overlap(const cs_access *x, const cs_access *y) {
-    if (x->object != y->object) return false;
-    if (x->kind == CS_READ && y->kind == CS_READ) return false; /* lock ops are writes */
-    return x->key == y->key || x->key == CS_KEY_WHOLE || y->key == CS_KEY_WHOLE;
+    return cs__conflict(x->object, x->key, x->kind, y->object, y->key, y->kind);
 }
 
-bool cs_trace_dep(const cs_trace *t, size_t a, size_t b) {
+bool cs__trace_dep(const cs__trace *t, size_t a, size_t b) {
     if (!t || a >= t->len || b >= t->len || a == b) return false;
     if (a > b) {
         size_t x = a;
@@ -844,7 +954,7 @@ bool cs_trace_dep(const cs_trace *t, size_t a, size_t b) {
     return false;
 }
 
-int cs_trace_preds(const cs_trace *t, size_t index, size_t *out, size_t cap,
+int cs__trace_preds(const cs__trace *t, size_t index, size_t *out, size_t cap,
                    size_t *n) {
     if (!t || !n || index >= t->len || (cap && !out)) return CS_EINVAL;
     const event *e = &t->ev[index];
@@ -862,9 +972,9 @@ int cs_trace_preds(const cs_trace *t, size_t index, size_t *out, size_t cap,
  * labelled partial order itself: equal iff the executions are equivalent
  * (modulo collisions), including CS_AFTER_ALL edges that a sequence alone
  * would not show. */
-static uint64_t event_hash(const cs_trace *t, uint32_t i) {
+static uint64_t event_hash(const cs__trace *t, uint32_t i) {
     const event *e = &t->ev[i];
-    uint64_t h = cs_mix64(((uint64_t)e->actor << 32 | e->actor_step) + 0x51ed27);
+    uint64_t h = cs__mix64(((uint64_t)e->actor << 32 | e->actor_step) + 0x51ed27);
     for (uint32_t k = 0; k < e->n_accesses; k++) {
         /* Objects enter by their execution-independent name only where it has
          * one (stable or created ids); an address would make every execution
@@ -872,51 +982,50 @@ static uint64_t event_hash(const cs_trace *t, uint32_t i) {
          * equivalence. */
         const cs_access *a = &t->acc[e->first_access + k];
         const object_rec *o = &t->obj[t->acc_obj[e->first_access + k]];
-        h = cs_mix64(h ^ cs_mix64((o->birth ? 0 : o->name) + 0x1234567));
-        h = cs_mix64(h ^ cs_mix64(a->key ^ 0xabcdef));
-        h = cs_mix64(h ^ a->kind);
+        if (!o->birth) {
+            h = cs__mix64(h ^ cs__mix64(o->name.id + 0x1234567));
+            h = cs__mix64(h ^ ((uint64_t)o->name.sub << 8 | o->name.family));
+        } else {
+            h = cs__mix64(h ^ cs__mix64(0x1234567));
+        }
+        h = cs__mix64(h ^ cs__mix64(a->key ^ 0xabcdef));
+        h = cs__mix64(h ^ a->kind);
     }
     uint64_t ps = 0; /* commutative over the predecessor set */
     for (uint32_t k = 0; k < e->n_preds; k++) {
         const event *p = &t->ev[t->preds[e->pred_off + k]];
-        ps += cs_mix64(((uint64_t)p->actor << 32 | p->actor_step) ^ 0x7f4a7c15ULL);
+        ps += cs__mix64(((uint64_t)p->actor << 32 | p->actor_step) ^ 0x7f4a7c15ULL);
     }
-    return cs_mix64(h ^ cs_mix64(ps + e->n_preds));
+    return cs__mix64(h ^ cs__mix64(ps + e->n_preds));
 }
 
-uint64_t cs_trace_fingerprint(const cs_trace *t) {
-    if (!t || t->len == 0) return 0x6a09e667f3bcc908ULL;
+int cs__trace_fingerprint(const cs__trace *t, uint64_t *out) {
+    if (!t || !out) return CS_EINVAL;
+    if (t->len == 0) {
+        *out = 0x6a09e667f3bcc908ULL;
+        return CS_OK;
+    }
+    int rc = CS_ENOMEM;
     size_t n = t->len;
     uint32_t *indeg = calloc(n, sizeof *indeg);
-    uint32_t *succ_off = calloc(n + 1, sizeof *succ_off);
+    size_t *succ_off = calloc(n + 1, sizeof *succ_off);
     uint32_t *succ = malloc((t->n_pred ? t->n_pred : 1) * sizeof *succ);
     uint32_t *heap = malloc(n * sizeof *heap);
+    uint32_t *fill = calloc(n, sizeof *fill);
     uint64_t h = 0xcbf29ce484222325ULL;
-    if (!indeg || !succ_off || !succ || !heap) {
-        /* degrade to the plain sequence hash: still deterministic */
-        for (size_t i = 0; i < n; i++) h = cs_mix64(h ^ event_hash(t, (uint32_t)i));
-        goto done;
-    }
+    if (!indeg || !succ_off || !succ || !heap || !fill) goto done;
     for (size_t i = 0; i < n; i++) {
         const event *e = &t->ev[i];
         indeg[i] = e->n_preds;
         for (uint32_t k = 0; k < e->n_preds; k++) succ_off[t->preds[e->pred_off + k] + 1]++;
     }
     for (size_t i = 0; i < n; i++) succ_off[i + 1] += succ_off[i];
-    {
-        uint32_t *fill = calloc(n, sizeof *fill);
-        if (!fill) {
-            for (size_t i = 0; i < n; i++) h = cs_mix64(h ^ event_hash(t, (uint32_t)i));
-            goto done;
+    for (size_t i = 0; i < n; i++) {
+        const event *e = &t->ev[i];
+        for (uint32_t k = 0; k < e->n_preds; k++) {
+            uint32_t p = t->preds[e->pred_off + k];
+            succ[succ_off[p] + fill[p]++] = (uint32_t)i;
         }
-        for (size_t i = 0; i < n; i++) {
-            const event *e = &t->ev[i];
-            for (uint32_t k = 0; k < e->n_preds; k++) {
-                uint32_t p = t->preds[e->pred_off + k];
-                succ[succ_off[p] + fill[p]++] = (uint32_t)i;
-            }
-        }
-        free(fill);
     }
     /* binary min-heap of ready events keyed by actor id (at most one ready
      * event per actor: an actor's later step waits for its earlier one) */
@@ -949,16 +1058,19 @@ uint64_t cs_trace_fingerprint(const cs_trace *t) {
             heap[m] = tmp;
             c = m;
         }
-        h = cs_mix64(h ^ event_hash(t, x)) + (uint64_t)done_n++;
-        for (uint32_t k = succ_off[x]; k < succ_off[x + 1]; k++)
+        h = cs__mix64(h ^ event_hash(t, x)) + (uint64_t)done_n++;
+        for (size_t k = succ_off[x]; k < succ_off[x + 1]; k++)
             if (--indeg[succ[k]] == 0) HPUSH(succ[k]);
     }
 #undef HPUSH
 #undef HKEY
+    *out = h;
+    rc = CS_OK;
 done:
     free(indeg);
     free(succ_off);
     free(succ);
     free(heap);
-    return h;
+    free(fill);
+    return rc;
 }

@@ -8,12 +8,12 @@
 #include <stdlib.h>
 
 static void place(uint64_t *slots, size_t cap, uint64_t v) {
-    size_t j = cs_mix64(v) & (cap - 1);
+    size_t j = cs__mix64(v) & (cap - 1);
     while (slots[j]) j = (j + 1) & (cap - 1);
     slots[j] = v;
 }
 
-int cs_u64set_add(cs_u64set *s, uint64_t v) {
+int cs__u64set_add(cs__u64set *s, uint64_t v) {
     if (v == 0) {
         if (s->has_zero) return 0;
         s->has_zero = true;
@@ -29,7 +29,7 @@ int cs_u64set_add(cs_u64set *s, uint64_t v) {
         s->slots = ns;
         s->cap = ncap;
     }
-    size_t j = cs_mix64(v) & (s->cap - 1);
+    size_t j = cs__mix64(v) & (s->cap - 1);
     while (s->slots[j]) {
         if (s->slots[j] == v) return 0;
         j = (j + 1) & (s->cap - 1);
@@ -39,16 +39,16 @@ int cs_u64set_add(cs_u64set *s, uint64_t v) {
     return 1;
 }
 
-size_t cs_u64set_count(const cs_u64set *s) { return s->len + (s->has_zero ? 1 : 0); }
+size_t cs__u64set_count(const cs__u64set *s) { return s->len + (s->has_zero ? 1 : 0); }
 
-void cs_u64set_members(const cs_u64set *s, uint64_t *out) {
+void cs__u64set_members(const cs__u64set *s, uint64_t *out) {
     size_t k = 0;
     if (s->has_zero) out[k++] = 0;
     for (size_t i = 0; i < s->cap; i++)
         if (s->slots[i]) out[k++] = s->slots[i];
 }
 
-void cs_u64set_free(cs_u64set *s) {
+void cs__u64set_free(cs__u64set *s) {
     free(s->slots);
     s->slots = NULL;
     s->cap = s->len = 0;

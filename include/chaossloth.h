@@ -93,10 +93,16 @@ typedef enum {
 #define CS_KEY_WHOLE UINT64_MAX
 
 /* CS_OBJECT_ALL is the global barrier: an access of (CS_OBJECT_ALL, any key)
- * overlaps every resource of every object, so as a write it conflicts with
- * every access before and after it.  Front ends record it where an operation
- * can touch state they cannot name (exec, eval, globals() mutation...):
- * coarser than any real access, never missing one. */
+ * overlaps every resource of every object (and every other barrier access),
+ * so as a write it conflicts with every access before and after it, and as
+ * a read with every write.  Front ends record it where an operation can
+ * touch state they cannot name (exec, eval, globals() mutation...): coarser
+ * than any real access, never missing one.  Only CS_READ and CS_WRITE apply
+ * (a lock kind is CS_EINVAL); the identity flags are ignored: the barrier is
+ * the same in every execution, never an address.  Everything that reports
+ * dependency (happens-before, cs_trace_dependent, DPOR races, POS, the
+ * trace fingerprint) sees it; diagnosis never names it as the resource of
+ * a finding (see cs_diagnose). */
 #define CS_OBJECT_ALL UINT64_MAX
 
 typedef struct {
@@ -201,6 +207,9 @@ enum {
     CS_OUTCOME_ABORTED = 2,  /* diverged, budget, or internal error: the
                                 execution says nothing about the program */
 };
+/* With cs_config.count_traces and an outcome that is not ABORTED, the trace
+ * is fingerprinted first: CS_ENOMEM then leaves the execution open (end it
+ * again, or as CS_OUTCOME_ABORTED, which needs no fingerprint). */
 int cs_execution_end(cs_explorer *ex, int outcome);
 
 /* Where replay (or DPOR's prescribed prefix) diverged in the last execution:
@@ -242,15 +251,16 @@ int cs_trace_access(const cs_explorer *ex, size_t access_index,
 int cs_trace_access_flags(const cs_explorer *ex, size_t access_index,
                           uint8_t *flags);
 /* Vector clock of an event: `*len` entries indexed by actor id (entries past
- * *len are 0), built on demand (the engine keeps clocks over chains of
- * events internally).  The pointer stays valid until the next cs_trace_clock
- * call, step, or reset of the execution. */
-int cs_trace_clock(const cs_explorer *ex, size_t index, const uint32_t **clock,
+ * *len are 0), built on demand into a buffer the explorer owns (the engine
+ * keeps clocks over chains of events internally), hence the non-const
+ * explorer.  The pointer stays valid until the next cs_trace_clock call,
+ * step, or reset of the execution. */
+int cs_trace_clock(cs_explorer *ex, size_t index, const uint32_t **clock,
                    size_t *len);
 /* 1 if event a happens before event b (a != b), else 0. */
 int cs_trace_happens_before(const cs_explorer *ex, size_t a, size_t b);
 /* 1 if events a and b are dependent (same actor, scheduled_by edge, or
- * conflicting accesses), else 0. */
+ * conflicting accesses, the barrier CS_OBJECT_ALL included), else 0. */
 int cs_trace_dependent(const cs_explorer *ex, size_t a, size_t b);
 /* The immediate happens-before predecessors of an event (its covering
  * relation): writes up to `cap` indices, sets *n to the full count. */
@@ -368,7 +378,7 @@ double cs_beta_quantile(double q, double a, double b);
 
 /* A C program: threads, each a small instruction list, over shared integer
  * cells and non-reentrant locks.  A *step* is one visible operation (LOAD,
- * STORE, CAS, FADD, LOCK, UNLOCK); local operations (SET, arithmetic, jumps,
+ * STORE, CAS, FADD, LOCK, UNLOCK, BARRIER, BARRIER_READ); local operations (SET, arithmetic, jumps,
  * ASSERT) run eagerly right after the step that precedes them (and before a
  * thread's first step), so they never add interleavings.
  *
@@ -381,7 +391,8 @@ double cs_beta_quantile(double q, double a, double b);
  * lock l is (object 2, key l).  A CAS is a write whether or not it succeeds
  * (an event's accesses must not depend on the values it reads: DPOR predicts
  * a reversed event from its previous run); LOCK/UNLOCK are
- * CS_LOCK_ACQUIRE/CS_LOCK_RELEASE.  A thread whose
+ * CS_LOCK_ACQUIRE/CS_LOCK_RELEASE; BARRIER and BARRIER_READ are a write and
+ * a read of (CS_OBJECT_ALL, 0), the global barrier.  A thread whose
  * next operation is LOCK of a held lock is not enabled. */
 #define CS_CPROG_REGS 8
 
@@ -405,6 +416,11 @@ typedef enum {
     CS_OP_JLT,      /* if r[a] <  B goto target */
     CS_OP_JGE,      /* if r[a] >= B goto target */
     CS_OP_ASSERT,   /* if r[a] != B the execution fails (the thread stops) */
+    /* visible (numbered after the others, which keep their values) */
+    CS_OP_BARRIER,      /* touches every cell: r[dst] = sum of cell[c] * (c + 1)
+                           over all cells (dst 0: not kept), then every cell
+                           += B; recorded as a write of CS_OBJECT_ALL */
+    CS_OP_BARRIER_READ, /* r[dst] = that sum; a read of CS_OBJECT_ALL */
 } cs_cprog_opcode;
 
 typedef struct {

@@ -322,6 +322,48 @@ static void test_creation_is_not_a_local_access(void) {
     for (size_t i = 0; i < n && i < 4; i++) CHECK(f[i].kind != CS_HAZARD_OVERWRITTEN);
 }
 
+/* The global barrier (CS_OBJECT_ALL) is never the resource of a finding;
+ * a remote barrier write between a local pair stands for a remote write
+ * when no concrete one is there; the local actor's own barrier is ignored;
+ * ignoring CS_OBJECT_ALL drops it. */
+static void test_global_barrier(void) {
+    cs_finding f[4];
+    /* barriers only: nothing to report */
+    hstep only[] = {STEP1(1, W(CS_OBJECT_ALL, 0)), STEP1(2, W(CS_OBJECT_ALL, 0)),
+                    STEP1(1, R(CS_OBJECT_ALL, 0)), STEP1(2, W(CS_OBJECT_ALL, 3)),
+                    STEP1(1, W(CS_OBJECT_ALL, 0))};
+    CHECK_EQ(diagnose(only, 5, f, 4), 0);
+    /* A reads x, B runs a barrier write, A reads x again: a stale read of x */
+    hstep stale[] = {STEP1(1, R(OBJ, 1)), STEP1(2, W(CS_OBJECT_ALL, 0)), STEP1(1, R(OBJ, 1))};
+    CHECK_EQ(diagnose(stale, 3, f, 4), 1);
+    CHECK_EQ(f[0].kind, CS_HAZARD_STALE_READ);
+    CHECK_EQ(f[0].object, OBJ);
+    CHECK_EQ(f[0].key, 1);
+    CHECK_EQ(f[0].r_access, 1);
+    CHECK_EQ(f[0].remote_actor, ids[2]);
+    /* a concrete remote write is preferred to a later barrier */
+    hstep both[] = {STEP1(1, R(OBJ, 1)), STEP1(2, W(OBJ, 1)), STEP1(3, W(CS_OBJECT_ALL, 0)),
+                    STEP1(1, R(OBJ, 1))};
+    CHECK_EQ(diagnose(both, 4, f, 4), 1);
+    CHECK_EQ(f[0].r_access, 1);
+    CHECK_EQ(f[0].remote_actor, ids[2]);
+    /* a barrier read is a remote read: W-R-W dirty read */
+    hstep dirty[] = {STEP1(1, W(OBJ, 2)), STEP1(2, R(CS_OBJECT_ALL, 0)), STEP1(1, W(OBJ, 2))};
+    CHECK_EQ(diagnose(dirty, 3, f, 4), 1);
+    CHECK_EQ(f[0].kind, CS_HAZARD_DIRTY_READ);
+    CHECK_EQ(f[0].object, OBJ);
+    /* the local actor's own barrier is no remote access */
+    hstep own[] = {STEP1(1, R(OBJ, 1)), STEP1(1, W(CS_OBJECT_ALL, 0)), STEP1(1, R(OBJ, 1))};
+    CHECK_EQ(diagnose(own, 3, f, 4), 0);
+    /* ignoring CS_OBJECT_ALL drops barriers */
+    cs_explorer *ex = build(stale, 3);
+    uint64_t ign = CS_OBJECT_ALL;
+    size_t total = 9;
+    CHECK_EQ(cs_diagnose(ex, &ign, 1, f, 4, &total), CS_OK);
+    CHECK_EQ(total, 0);
+    cs_explorer_free(ex);
+}
+
 #define TESTS(X)                                                               \
     X(test_creation_is_not_a_local_access)                                     \
     X(test_lost_update)                                                        \
@@ -332,5 +374,6 @@ static void test_creation_is_not_a_local_access(void) {
     X(test_ranking_and_ignore)                                                 \
     X(test_order_violation)                                                    \
     X(test_structurally_nested_remote_is_dropped)                              \
-    X(test_wait_for_cycle)
+    X(test_wait_for_cycle) \
+    X(test_global_barrier)
 CTEST_MAIN()

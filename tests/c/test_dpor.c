@@ -41,8 +41,12 @@ static void emit(gprog *g, int t, cs_cprog_instr in) {
 }
 
 /* A random program.  Locks (if asked) are well nested, so no thread unlocks
- * a lock it does not hold; deadlocks are possible and are final states. */
-static void gen_program(gprog *g, bool locks, int max_steps) {
+ * a lock it does not hold; deadlocks are possible and are final states.
+ * With `barriers`, about one operation in five is a global barrier (BARRIER,
+ * a write of CS_OBJECT_ALL that reads and changes every cell, or
+ * BARRIER_READ); without, the generator's stream is the historical one. */
+static long barrier_ops; /* barrier operations generated (the tests check > 0) */
+static void gen_program(gprog *g, bool locks, int max_steps, bool barriers) {
     memset(g, 0, sizeof *g);
     int nt = 2 + (int)rnd(3);
     int cells = 2 + (int)rnd(2);
@@ -66,7 +70,11 @@ static void gen_program(gprog *g, bool locks, int max_steps) {
             }
             int cell = (int)rnd((uint32_t)cells);
             uint8_t reg = (uint8_t)(1 + rnd(3));
-            switch (rnd(6)) {
+            if (barriers && rnd(5) == 0) {
+                uint8_t op = rnd(3) == 0 ? CS_OP_BARRIER_READ : CS_OP_BARRIER;
+                emit(g, t, (cs_cprog_instr){.op = op, .dst = reg, .b_imm = (int64_t)rnd(3)});
+                barrier_ops++;
+            } else switch (rnd(6)) {
             case 0:
             case 1:
                 emit(g, t, (cs_cprog_instr){.op = CS_OP_LOAD, .dst = reg, .base = cell});
@@ -144,7 +152,8 @@ static uint64_t env_u64(const char *name, uint64_t dflt) {
  * DPOR must rely on the engine's names; only soundness is checked then (the
  * names of objects first touched after a shared prefix are compared
  * conservatively, which may cost executions). */
-static void differential(bool locks, long count, uint64_t seed, int max_steps, bool addresses) {
+static void differential(bool locks, long count, uint64_t seed, int max_steps, bool addresses,
+                         bool barriers) {
     seed ^= env_u64("CS_DPOR_SEED", 0);
     max_steps = (int)env_u64("CS_DPOR_STEPS", (uint64_t)max_steps);
     if (max_steps > 14) max_steps = 14;
@@ -153,7 +162,7 @@ static void differential(bool locks, long count, uint64_t seed, int max_steps, b
     long total_blocked = 0;
     static gprog g;
     for (long i = 0; i < count; i++) {
-        gen_program(&g, locks, max_steps);
+        gen_program(&g, locks, max_steps, barriers);
         g.p.address_ids = addresses;
         cs_cprog_result rd, re;
         int rc1 = run(&g.p, CS_STRATEGY_DPOR, &rd);
@@ -192,22 +201,70 @@ static void differential(bool locks, long count, uint64_t seed, int max_steps, b
     CHECK_EQ(nonoptimal, 0);
     CHECK_EQ(blocked, 0);
     CHECK(total_dpor <= total_exh);
-    printf("  %s%s: %ld programs, dpor %ld executions (%ld sleep-blocked) vs exhaustive %ld\n",
-           locks ? "with locks" : "reads/writes", addresses ? ", per-execution ids" : "", count,
+    printf("  %s%s%s: %ld programs, dpor %ld executions (%ld sleep-blocked) vs exhaustive %ld\n",
+           locks ? "with locks" : "reads/writes", addresses ? ", per-execution ids" : "",
+           barriers ? ", barriers" : "", count,
            total_dpor, total_blocked, total_exh);
 }
 
 static void test_soundness_and_optimality_rw(void) {
-    differential(false, programs_per_family(2500), 0x9e3779b97f4a7c15ULL, 8, false);
+    differential(false, programs_per_family(2500), 0x9e3779b97f4a7c15ULL, 8, false, false);
 }
 
 static void test_soundness_with_per_execution_ids(void) {
-    differential(false, programs_per_family(1500), 0x452821e638d01377ULL, 8, true);
-    differential(true, programs_per_family(1000), 0xbe5466cf34e90c6cULL, 9, true);
+    differential(false, programs_per_family(1500), 0x452821e638d01377ULL, 8, true, false);
+    differential(true, programs_per_family(1000), 0xbe5466cf34e90c6cULL, 9, true, false);
 }
 
 static void test_soundness_with_locks(void) {
-    differential(true, programs_per_family(1500), 0x243f6a8885a308d3ULL, 9, false);
+    differential(true, programs_per_family(1500), 0x243f6a8885a308d3ULL, 9, false, false);
+}
+
+/* Global barriers (CS_OBJECT_ALL) in generated programs: dpor reaches the
+ * final states exhaustive reaches, and on read/write programs still runs
+ * one execution per Mazurkiewicz trace, never a sleep-blocked one. */
+static void test_barriers_soundness_and_optimality_rw(void) {
+    barrier_ops = 0;
+    long n = programs_per_family(2000);
+    differential(false, n, 0x13198a2e03707344ULL, 8, false, true);
+    CHECK(barrier_ops > n / 4);
+}
+
+static void test_barriers_with_locks_and_per_execution_ids(void) {
+    barrier_ops = 0;
+    long n1 = programs_per_family(1000), n2 = programs_per_family(800),
+         n3 = programs_per_family(600);
+    differential(true, n1, 0xa4093822299f31d0ULL, 9, false, true);
+    differential(false, n2, 0x082efa98ec4e6c89ULL, 8, true, true);
+    differential(true, n3, 0x3f84d5b5b5470917ULL, 9, true, true);
+    CHECK(barrier_ops > (n1 + n2 + n3) / 4);
+}
+
+/* By hand: T0 stores x, T1 loads y, T2 is a barrier write.  The barrier
+ * conflicts with both (T0 and T1 are independent of each other), so a trace
+ * is fixed by which of T0, T1 run before the barrier: 4 traces.  A barrier
+ * read instead conflicts with the store only: 2. */
+static void test_barrier_by_hand(void) {
+    for (int read = 0; read < 2; read++) {
+        static cs_cprog_instr code[3][1];
+        cs_cprog_thread th[3];
+        code[0][0] = (cs_cprog_instr){.op = CS_OP_STORE, .base = 0, .b_imm = 1};
+        code[1][0] = (cs_cprog_instr){.op = CS_OP_LOAD, .dst = 1, .base = 1};
+        code[2][0] = (cs_cprog_instr){.op = read ? CS_OP_BARRIER_READ : CS_OP_BARRIER, .dst = 1,
+                                      .b_imm = 5};
+        for (int i = 0; i < 3; i++) th[i] = (cs_cprog_thread){code[i], 1};
+        cs_cprog p = {.n_cells = 2, .n_threads = 3, .threads = th};
+        cs_cprog_result rd, re;
+        CHECK_EQ(run(&p, CS_STRATEGY_DPOR, &rd), CS_OK);
+        CHECK_EQ(run(&p, CS_STRATEGY_EXHAUSTIVE, &re), CS_OK);
+        CHECK_EQ(rd.stats.executions, read ? 2 : 4);
+        CHECK_EQ(rd.stats.distinct_traces, read ? 2 : 4);
+        CHECK_EQ(re.stats.distinct_traces, read ? 2 : 4);
+        CHECK_EQ(rd.stats.complete, 1);
+        CHECK(same_finals(&rd, &re));
+        cs_cprog_result_free(&rd);
+        cs_cprog_result_free(&re);
+    }
 }
 
 /* readers(N): one writer x := 42, N readers each read y[i] then x. */
@@ -523,10 +580,98 @@ static void test_data_dependent_steps_one_execution_per_trace(void) {
            (unsigned long long)se.executions);
 }
 
+/* Wakeup trees as deep as an execution is long are freed without recursion
+ * (a recursive free overflowed the stack on a 300k-step execution). */
+#define DEEP_STEPS 300000
+
+/* A one-actor execution of DEEP_STEPS steps builds a chain of DEEP_STEPS
+ * nodes; freeing the explorer mid-execution frees it. */
+static void test_deep_tree_freed_mid_execution(void) {
+    cs_config cfg;
+    cs_config_init(&cfg, CS_STRATEGY_DPOR);
+    cs_explorer *ex = NULL;
+    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
+    if (!ex) return;
+    cs_actor a;
+    CHECK_EQ(cs_actor_intern(ex, CS_NO_ACTOR, 0, &a), CS_OK);
+    int more = 0;
+    CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+    CHECK_EQ(more, 1);
+    int rc = CS_OK;
+    for (uint32_t i = 0; i < DEEP_STEPS && rc == CS_OK; i++) {
+        size_t ch;
+        rc = cs_choose(ex, &a, 1, &ch);
+        if (!rc) rc = cs_step_begin(ex, a, CS_SCHEDULED_BY_NONE);
+        if (!rc) rc = cs_access_record(ex, 1, i % 4, CS_WRITE, 0);
+        if (!rc) rc = cs_step_end(ex);
+    }
+    CHECK_EQ(rc, CS_OK);
+    CHECK_EQ(cs_trace_length(ex), DEEP_STEPS);
+    cs_explorer_free(ex);
+}
+
+/* Actor A writes x once; actor B takes DEEP_STEPS steps, the last writing
+ * x.  Run A first: the race A -> B's last step inserts B's whole run as one
+ * wakeup sequence (DEEP_STEPS nodes deep).  The second execution follows it
+ * for 10 steps and is aborted: the rest of the prescribed chain is dropped,
+ * and the exploration is reported incomplete. */
+static void test_deep_tree_dropped_when_cut_short(void) {
+    cs_config cfg;
+    cs_config_init(&cfg, CS_STRATEGY_DPOR);
+    cs_explorer *ex = NULL;
+    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
+    if (!ex) return;
+    cs_actor act[2];
+    CHECK_EQ(cs_actor_intern(ex, CS_NO_ACTOR, 0, &act[0]), CS_OK);
+    CHECK_EQ(cs_actor_intern(ex, CS_NO_ACTOR, 1, &act[1]), CS_OK);
+    for (int exec = 0; exec < 2; exec++) {
+        int more = 0;
+        CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+        CHECK_EQ(more, 1);
+        uint32_t left[2] = {1, DEEP_STEPS};
+        int rc = CS_OK;
+        size_t steps = 0;
+        while (rc == CS_OK && (left[0] || left[1]) && (exec == 0 || steps < 10)) {
+            cs_actor en[2];
+            size_t n = 0;
+            for (int k = 0; k < 2; k++)
+                if (left[k]) en[n++] = act[k];
+            size_t ch = 0;
+            rc = cs_choose(ex, en, n, &ch);
+            if (rc) break;
+            int who = en[ch] == act[0] ? 0 : 1;
+            rc = cs_step_begin(ex, en[ch], CS_SCHEDULED_BY_NONE);
+            if (!rc && (who == 0 || left[1] == 1)) rc = cs_access_record(ex, 7, 0, CS_WRITE, 0);
+            if (!rc) rc = cs_step_end(ex);
+            left[who]--;
+            steps++;
+        }
+        CHECK_EQ(rc, CS_OK);
+        if (exec == 1) {
+            /* the wakeup sequence starts with B */
+            cs_event e0;
+            CHECK_EQ(cs_trace_event(ex, 0, &e0), CS_OK);
+            CHECK_EQ(e0.actor, act[1]);
+        }
+        CHECK_EQ(cs_execution_end(ex, exec == 0 ? CS_OUTCOME_OK : CS_OUTCOME_ABORTED), CS_OK);
+    }
+    int more = 1;
+    CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+    CHECK_EQ(more, 0);
+    cs_stats st;
+    cs_explorer_stats(ex, &st);
+    CHECK_EQ(st.complete, 0);
+    cs_explorer_free(ex);
+}
+
 #define TESTS(X)                                                               \
     X(test_readers_count) X(test_scheduled_by_not_reversed)                    \
     X(test_divergence_reported) X(test_after_all)                              \
     X(test_data_dependent_steps_one_execution_per_trace)                       \
     X(test_soundness_and_optimality_rw) X(test_soundness_with_locks)           \
-    X(test_soundness_with_per_execution_ids)
+    X(test_soundness_with_per_execution_ids)                                   \
+    X(test_deep_tree_freed_mid_execution)                                      \
+    X(test_deep_tree_dropped_when_cut_short)                                   \
+    X(test_barrier_by_hand) X(test_barriers_soundness_and_optimality_rw)       \
+    X(test_barriers_with_locks_and_per_execution_ids)
 CTEST_MAIN()

@@ -25,6 +25,9 @@ typedef struct {
 } gtrace;
 
 static uint64_t lcg_state;
+/* 1: gen() turns about one access in eight into a global barrier access
+ * (object CS_OBJECT_ALL); 0 keeps the generator's historical stream. */
+static int gen_barriers;
 static uint32_t rnd(uint32_t bound) {
     lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
     return (uint32_t)((lcg_state >> 33) % bound);
@@ -40,6 +43,7 @@ static void gen(gtrace *g, int n, int n_actors, int n_objects, int n_keys) {
         e->n = (int)rnd(MAXA + 1);
         for (int k = 0; k < e->n; k++) {
             e->acc[k].object = 100 + rnd((uint32_t)n_objects);
+            if (gen_barriers && rnd(8) == 0) e->acc[k].object = CS_OBJECT_ALL;
             e->acc[k].key = rnd(5) == 0 ? CS_KEY_WHOLE : rnd((uint32_t)n_keys);
             e->acc[k].kind = rnd(2) ? CS_READ : CS_WRITE;
             e->acc[k].site = (uint32_t)k;
@@ -47,16 +51,16 @@ static void gen(gtrace *g, int n, int n_actors, int n_objects, int n_keys) {
     }
 }
 
-static int record(cs_trace *t, const gtrace *g) {
-    cs_trace_reset(t);
+static int record(cs__trace *t, const gtrace *g) {
+    cs__trace_reset(t);
     for (int i = 0; i < g->n; i++) {
         const gev *e = &g->e[i];
-        if (cs_trace_step_begin(t, e->actor, e->by)) return -1;
+        if (cs__trace_step_begin(t, e->actor, e->by)) return -1;
         for (int k = 0; k < e->n; k++)
-            if (cs_trace_access_add(t, e->acc[k].object, e->acc[k].key,
+            if (cs__trace_access_add(t, e->acc[k].object, e->acc[k].key,
                                     (cs_access_kind)e->acc[k].kind, e->acc[k].site))
                 return -1;
-        if (cs_trace_step_end(t)) return -1;
+        if (cs__trace_step_end(t)) return -1;
     }
     return 0;
 }
@@ -69,8 +73,10 @@ static bool ref_dep(const gtrace *g, int a, int b) {
     for (int i = 0; i < x->n; i++)
         for (int j = 0; j < y->n; j++) {
             const cs_access *p = &x->acc[i], *q = &y->acc[j];
-            if (p->object != q->object) continue;
             if (p->kind != CS_WRITE && q->kind != CS_WRITE) continue;
+            /* the barrier overlaps every resource, itself included */
+            if (p->object == CS_OBJECT_ALL || q->object == CS_OBJECT_ALL) return true;
+            if (p->object != q->object) continue;
             if (p->key == q->key || p->key == CS_KEY_WHOLE || q->key == CS_KEY_WHOLE)
                 return true;
         }
@@ -92,106 +98,112 @@ static void ref_hb(const gtrace *g, bool hb[MAXE][MAXE]) {
 /* ------------------------------------------------------------- tests */
 
 static void test_basic_clocks(void) {
-    cs_trace *t = NULL;
-    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
     /* 0: a writes x; 1: b reads y; 2: b reads x; 3: a reads y */
-    CHECK_EQ(cs_trace_step_begin(t, 0, -1), CS_OK);
-    CHECK_EQ(cs_trace_access_add(t, 1, 7, CS_WRITE, 0), CS_OK);
-    CHECK_EQ(cs_trace_step_end(t), CS_OK);
-    CHECK_EQ(cs_trace_step_begin(t, 1, -1), CS_OK);
-    CHECK_EQ(cs_trace_access_add(t, 1, 8, CS_READ, 0), CS_OK);
-    CHECK_EQ(cs_trace_step_end(t), CS_OK);
-    CHECK_EQ(cs_trace_step_begin(t, 1, -1), CS_OK);
-    CHECK_EQ(cs_trace_access_add(t, 1, 7, CS_READ, 0), CS_OK);
-    CHECK_EQ(cs_trace_step_end(t), CS_OK);
-    CHECK_EQ(cs_trace_step_begin(t, 0, -1), CS_OK);
-    CHECK_EQ(cs_trace_access_add(t, 1, 8, CS_READ, 0), CS_OK);
-    CHECK_EQ(cs_trace_step_end(t), CS_OK);
-    CHECK_EQ(cs_trace_len(t), 4);
-    CHECK(cs_trace_hb(t, 0, 2));
-    CHECK(!cs_trace_hb(t, 1, 3));
-    CHECK(!cs_trace_hb(t, 0, 1));
-    CHECK(cs_trace_hb(t, 1, 2));
-    CHECK(!cs_trace_hb(t, 2, 0));
-    CHECK(cs_trace_dep(t, 0, 2));
-    CHECK(!cs_trace_dep(t, 1, 3));
+    CHECK_EQ(cs__trace_step_begin(t, 0, -1), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 1, 7, CS_WRITE, 0), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    CHECK_EQ(cs__trace_step_begin(t, 1, -1), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 1, 8, CS_READ, 0), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    CHECK_EQ(cs__trace_step_begin(t, 1, -1), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 1, 7, CS_READ, 0), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    CHECK_EQ(cs__trace_step_begin(t, 0, -1), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 1, 8, CS_READ, 0), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    CHECK_EQ(cs__trace_len(t), 4);
+    CHECK(cs__trace_hb(t, 0, 2));
+    CHECK(!cs__trace_hb(t, 1, 3));
+    CHECK(!cs__trace_hb(t, 0, 1));
+    CHECK(cs__trace_hb(t, 1, 2));
+    CHECK(!cs__trace_hb(t, 2, 0));
+    CHECK(cs__trace_dep(t, 0, 2));
+    CHECK(!cs__trace_dep(t, 1, 3));
     const uint32_t *clk;
     size_t len;
-    CHECK_EQ(cs_trace_get_clock(t, 2, &clk, &len), CS_OK);
+    CHECK_EQ(cs__trace_get_clock(t, 2, &clk, &len), CS_OK);
     CHECK_EQ(len, 2);
     CHECK_EQ(clk[0], 1);
     CHECK_EQ(clk[1], 2);
     size_t preds[4], np;
-    CHECK_EQ(cs_trace_preds(t, 2, preds, 4, &np), CS_OK);
+    CHECK_EQ(cs__trace_preds(t, 2, preds, 4, &np), CS_OK);
     CHECK_EQ(np, 2);
     cs_event ev;
-    CHECK_EQ(cs_trace_get_event(t, 3, &ev), CS_OK);
+    CHECK_EQ(cs__trace_get_event(t, 3, &ev), CS_OK);
     CHECK_EQ(ev.actor, 0);
     CHECK_EQ(ev.actor_step, 1);
-    CHECK_EQ(cs_trace_get_event(t, 4, &ev), CS_EINVAL);
+    CHECK_EQ(cs__trace_get_event(t, 4, &ev), CS_EINVAL);
     /* out of sequence */
-    CHECK_EQ(cs_trace_step_end(t), CS_ESTATE);
-    CHECK_EQ(cs_trace_access_add(t, 1, 1, CS_READ, 0), CS_ESTATE);
-    CHECK_EQ(cs_trace_step_begin(t, 0, 9), CS_EINVAL);
-    cs_trace_free(t);
+    CHECK_EQ(cs__trace_step_end(t), CS_ESTATE);
+    CHECK_EQ(cs__trace_access_add(t, 1, 1, CS_READ, 0), CS_ESTATE);
+    CHECK_EQ(cs__trace_step_begin(t, 0, 9), CS_EINVAL);
+    cs__trace_free(t);
 }
 
 static void test_wildcard_and_after_all(void) {
-    cs_trace *t = NULL;
-    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
     /* 0: a reads (o,1); 1: b writes (o,WHOLE); 2: c reads (o,2);
      * 3: d reads (p,1) after all */
-    cs_trace_step_begin(t, 0, -1);
-    cs_trace_access_add(t, 5, 1, CS_READ, 0);
-    cs_trace_step_end(t);
-    cs_trace_step_begin(t, 1, -1);
-    cs_trace_access_add(t, 5, CS_KEY_WHOLE, CS_WRITE, 0);
-    cs_trace_step_end(t);
-    cs_trace_step_begin(t, 2, -1);
-    cs_trace_access_add(t, 5, 2, CS_READ, 0);
-    cs_trace_step_end(t);
-    CHECK(cs_trace_hb(t, 0, 1));
-    CHECK(cs_trace_hb(t, 1, 2));
-    CHECK(cs_trace_hb(t, 0, 2));
+    cs__trace_step_begin(t, 0, -1);
+    cs__trace_access_add(t, 5, 1, CS_READ, 0);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 1, -1);
+    cs__trace_access_add(t, 5, CS_KEY_WHOLE, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 2, -1);
+    cs__trace_access_add(t, 5, 2, CS_READ, 0);
+    cs__trace_step_end(t);
+    CHECK(cs__trace_hb(t, 0, 1));
+    CHECK(cs__trace_hb(t, 1, 2));
+    CHECK(cs__trace_hb(t, 0, 2));
     size_t p[4], np;
-    cs_trace_preds(t, 2, p, 4, &np);
+    cs__trace_preds(t, 2, p, 4, &np);
     CHECK_EQ(np, 1);
     CHECK_EQ(p[0], 1);
-    cs_trace_step_begin(t, 3, CS_AFTER_ALL);
-    cs_trace_access_add(t, 6, 1, CS_READ, 0);
-    cs_trace_step_end(t);
-    CHECK(cs_trace_hb(t, 0, 3) && cs_trace_hb(t, 2, 3));
-    cs_trace_preds(t, 3, p, 4, &np);
+    cs__trace_step_begin(t, 3, CS_AFTER_ALL);
+    cs__trace_access_add(t, 6, 1, CS_READ, 0);
+    cs__trace_step_end(t);
+    CHECK(cs__trace_hb(t, 0, 3) && cs__trace_hb(t, 2, 3));
+    cs__trace_preds(t, 3, p, 4, &np);
     CHECK_EQ(np, 1);
     CHECK_EQ(p[0], 2);
-    CHECK(cs_trace_dep(t, 0, 3));
+    CHECK(cs__trace_dep(t, 0, 3));
     /* lock operations conflict like writes: 4 acquire, 5 release, 6 acquire */
-    cs_trace_step_begin(t, 0, -1);
-    cs_trace_access_add(t, 9, 0, CS_LOCK_ACQUIRE, 0);
-    cs_trace_step_end(t);
-    cs_trace_step_begin(t, 0, -1);
-    cs_trace_access_add(t, 9, 0, CS_LOCK_RELEASE, 0);
-    cs_trace_step_end(t);
-    cs_trace_step_begin(t, 1, -1);
-    cs_trace_access_add(t, 9, 0, CS_LOCK_ACQUIRE, 0);
-    cs_trace_step_end(t);
-    CHECK(cs_trace_dep(t, 5, 6));
-    CHECK(cs_trace_hb(t, 4, 6));
-    cs_trace_preds(t, 6, p, 4, &np);
+    cs__trace_step_begin(t, 0, -1);
+    cs__trace_access_add(t, 9, 0, CS_LOCK_ACQUIRE, 0);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 0, -1);
+    cs__trace_access_add(t, 9, 0, CS_LOCK_RELEASE, 0);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 1, -1);
+    cs__trace_access_add(t, 9, 0, CS_LOCK_ACQUIRE, 0);
+    cs__trace_step_end(t);
+    CHECK(cs__trace_dep(t, 5, 6));
+    CHECK(cs__trace_hb(t, 4, 6));
+    cs__trace_preds(t, 6, p, 4, &np);
     CHECK_EQ(np, 2); /* the release 5, and actor 1's previous step 1 */
-    CHECK_EQ(cs_trace_access_add(t, 1, 1, (cs_access_kind)9, 0), CS_ESTATE);
-    cs_trace_step_begin(t, 1, -1);
-    CHECK_EQ(cs_trace_access_add(t, 1, 1, (cs_access_kind)9, 0), CS_EINVAL);
-    cs_trace_step_end(t);
-    cs_trace_free(t);
+    CHECK_EQ(cs__trace_access_add(t, 1, 1, (cs_access_kind)9, 0), CS_ESTATE);
+    cs__trace_step_begin(t, 1, -1);
+    CHECK_EQ(cs__trace_access_add(t, 1, 1, (cs_access_kind)9, 0), CS_EINVAL);
+    cs__trace_step_end(t);
+    cs__trace_free(t);
+}
+
+static uint64_t fp_of(const cs__trace *t) {
+    uint64_t f = 0;
+    CHECK_EQ(cs__trace_fingerprint(t, &f), CS_OK);
+    return f;
 }
 
 /* Random traces: clocks, HB, dependency and preds equal brute force. */
-static void test_random_against_brute_force(void) {
+static void random_against_brute_force(uint64_t seed) {
     static bool hb[MAXE][MAXE];
-    cs_trace *t = NULL;
-    CHECK_EQ(cs_trace_new(&t), CS_OK);
-    lcg_state = 12345;
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    lcg_state = seed;
     for (int round = 0; round < 400; round++) {
         gtrace g;
         gen(&g, 1 + (int)rnd(MAXE), 1 + (int)rnd(5), 1 + (int)rnd(3), 1 + (int)rnd(3));
@@ -200,14 +212,14 @@ static void test_random_against_brute_force(void) {
         int bad = 0;
         for (int a = 0; a < g.n; a++)
             for (int b = 0; b < g.n; b++) {
-                if (a != b && cs_trace_dep(t, (size_t)a, (size_t)b) != ref_dep(&g, a, b)) bad++;
-                if (cs_trace_hb(t, (size_t)a, (size_t)b) != (a != b && hb[a][b])) bad++;
+                if (a != b && cs__trace_dep(t, (size_t)a, (size_t)b) != ref_dep(&g, a, b)) bad++;
+                if (cs__trace_hb(t, (size_t)a, (size_t)b) != (a != b && hb[a][b])) bad++;
             }
         for (int b = 0; b < g.n; b++) {
             /* the actor-indexed clock: clock[a] = a's events before or at b */
             const uint32_t *clk;
             size_t len;
-            CHECK_EQ(cs_trace_get_clock(t, (size_t)b, &clk, &len), CS_OK);
+            CHECK_EQ(cs__trace_get_clock(t, (size_t)b, &clk, &len), CS_OK);
             size_t want_len = 0;
             for (int x = 0; x <= b; x++)
                 if (g.e[x].actor + 1 > want_len) want_len = g.e[x].actor + 1;
@@ -219,7 +231,7 @@ static void test_random_against_brute_force(void) {
                 if (clk[a] != want) bad++;
             }
             size_t p[MAXE], np;
-            CHECK_EQ(cs_trace_preds(t, (size_t)b, p, MAXE, &np), CS_OK);
+            CHECK_EQ(cs__trace_preds(t, (size_t)b, p, MAXE, &np), CS_OK);
             bool is_pred[MAXE] = {0};
             for (size_t k = 0; k < np; k++) is_pred[p[k]] = true;
             for (int a = 0; a < b; a++) {
@@ -232,7 +244,17 @@ static void test_random_against_brute_force(void) {
         CHECK_EQ(bad, 0);
         if (bad) break;
     }
-    cs_trace_free(t);
+    cs__trace_free(t);
+}
+
+static void test_random_against_brute_force(void) { random_against_brute_force(12345); }
+
+/* The same with global barrier accesses (CS_OBJECT_ALL) mixed in: a barrier
+ * write depends on every accessing event, a barrier read on every write. */
+static void test_random_with_barriers_against_brute_force(void) {
+    gen_barriers = 1;
+    random_against_brute_force(4242);
+    gen_barriers = 0;
 }
 
 /* Re-records g in the order perm (a linearisation of its HB order). */
@@ -265,23 +287,23 @@ static void random_linearisation(const gtrace *g, bool hb[MAXE][MAXE], int *perm
     }
 }
 
-static void test_fingerprint(void) {
+static void fingerprint_check(uint64_t seed) {
     static bool hb[MAXE][MAXE], hb2[MAXE][MAXE];
-    cs_trace *t = NULL;
-    CHECK_EQ(cs_trace_new(&t), CS_OK);
-    lcg_state = 777;
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    lcg_state = seed;
     int differing = 0, same_fail = 0, diff_fail = 0;
     for (int round = 0; round < 300; round++) {
         gtrace g, g2;
         gen(&g, 2 + (int)rnd(MAXE - 2), 2 + (int)rnd(4), 1 + (int)rnd(3), 1 + (int)rnd(3));
         record(t, &g);
-        uint64_t f = cs_trace_fingerprint(t);
+        uint64_t f = fp_of(t);
         ref_hb(&g, hb);
         int perm[MAXE];
         random_linearisation(&g, hb, perm);
         permute(&g, perm, &g2);
         record(t, &g2);
-        if (cs_trace_fingerprint(t) != f) same_fail++;
+        if (fp_of(t) != f) same_fail++;
         /* swap two adjacent dependent events of different actors where the
          * later one was not scheduled by the earlier: a different trace */
         for (int i = 0; i + 1 < g.n; i++) {
@@ -296,7 +318,7 @@ static void test_fingerprint(void) {
             permute(&g, sw, &g2);
             ref_hb(&g2, hb2);
             record(t, &g2);
-            if (cs_trace_fingerprint(t) == f) diff_fail++;
+            if (fp_of(t) == f) diff_fail++;
             differing++;
             break;
         }
@@ -304,7 +326,103 @@ static void test_fingerprint(void) {
     CHECK_EQ(same_fail, 0);
     CHECK_EQ(diff_fail, 0);
     CHECK(differing > 50);
-    cs_trace_free(t);
+    cs__trace_free(t);
+}
+
+static void test_fingerprint(void) { fingerprint_check(777); }
+
+/* Equivalent orders of traces with barriers share a fingerprint; swapping a
+ * barrier with an adjacent accessing event of another actor changes it. */
+static void test_fingerprint_with_barriers(void) {
+    gen_barriers = 1;
+    fingerprint_check(31337);
+    gen_barriers = 0;
+}
+
+/* The barrier's happens-before by hand: a write of CS_OBJECT_ALL follows
+ * every earlier accessing event (its immediate predecessors are each
+ * actor's last one), not an event without accesses; a later read of any
+ * resource follows it; a barrier read follows writes only. */
+static void test_global_barrier_clocks(void) {
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    /* 0: a w(1,1)  1: b r(2,5)  2: c (no access)  3: a r(3,0)
+     * 4: d W(ALL)  5: b r(9,9)  6: c r(ALL)  7: e w(7,7)  8: f r(ALL) */
+    struct { cs_actor a; uint64_t o, k; int kind; } ev[] = {
+        {0, 1, 1, CS_WRITE}, {1, 2, 5, CS_READ}, {2, 0, 0, 0}, {0, 3, 0, CS_READ},
+        {3, CS_OBJECT_ALL, 0, CS_WRITE}, {1, 9, 9, CS_READ}, {2, CS_OBJECT_ALL, 4, CS_READ},
+        {4, 7, 7, CS_WRITE}, {5, CS_OBJECT_ALL, CS_KEY_WHOLE, CS_READ},
+    };
+    for (size_t i = 0; i < sizeof ev / sizeof *ev; i++) {
+        CHECK_EQ(cs__trace_step_begin(t, ev[i].a, CS_SCHEDULED_BY_NONE), CS_OK);
+        if (ev[i].kind)
+            CHECK_EQ(cs__trace_access_add(t, ev[i].o, ev[i].k, (cs_access_kind)ev[i].kind, 0),
+                     CS_OK);
+        CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    }
+    size_t p[8], np;
+    CHECK_EQ(cs__trace_preds(t, 4, p, 8, &np), CS_OK);
+    CHECK_EQ(np, 2); /* 1 and 3 (0 precedes 3 by program order; 2 has no access) */
+    CHECK(np == 2 && ((p[0] == 1 && p[1] == 3) || (p[0] == 3 && p[1] == 1)));
+    CHECK(!cs__trace_hb(t, 2, 4));
+    CHECK(cs__trace_hb(t, 0, 4));
+    CHECK(cs__trace_hb(t, 4, 5)); /* any later access follows the barrier write */
+    CHECK(cs__trace_dep(t, 4, 5));
+    CHECK(!cs__trace_dep(t, 5, 6)); /* a barrier read and a read */
+    CHECK(cs__trace_dep(t, 6, 7)); /* a barrier read and a write */
+    CHECK(cs__trace_hb(t, 6, 7));
+    CHECK(!cs__trace_dep(t, 6, 8)); /* two barrier reads */
+    CHECK(cs__trace_hb(t, 7, 8));
+    CHECK_EQ(cs__trace_preds(t, 8, p, 8, &np), CS_OK);
+    CHECK_EQ(np, 1);
+    CHECK_EQ(p[0], 7);
+    CHECK(!cs__trace_dep(t, 2, 4));
+    /* the barrier is named stable whatever the flags: never an address */
+    cs__objname name;
+    uint32_t birth = 99;
+    CHECK_EQ(cs__trace_object_name(t, 3, &name, &birth), CS_OK); /* event 4's access */
+    CHECK_EQ(birth, 0);
+    CHECK_EQ(name.family, CS__NAME_STABLE);
+    CHECK(name.id == CS_OBJECT_ALL);
+    cs__trace_free(t);
+}
+
+/* Names hold their data whole: objects first accessed in different events
+ * at the same access index, or created in different steps, never share a
+ * name (a 24-bit mask once folded access indices together). */
+static void test_object_names_never_collide(void) {
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    enum { STEPS = 3, PER = 3 };
+    for (int i = 0; i < STEPS; i++) {
+        CHECK_EQ(cs__trace_step_begin(t, (cs_actor)(i % 2), CS_SCHEDULED_BY_NONE), CS_OK);
+        for (int k = 0; k < PER; k++) {
+            uint64_t obj = 1000 + (uint64_t)(i * PER + k);
+            int flag = k == 0 ? CS_ID_CREATED : 0;
+            CHECK_EQ(cs__trace_access_add(t, obj, 0, (cs_access_kind)(CS_WRITE | flag), 0),
+                     CS_OK);
+        }
+        CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    }
+    /* stable ids differing only in their top bits stay apart */
+    CHECK_EQ(cs__trace_step_begin(t, 0, CS_SCHEDULED_BY_NONE), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5, 0, (cs_access_kind)(CS_READ | CS_ID_STABLE), 0), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5 | 1ULL << 63, 0,
+                                  (cs_access_kind)(CS_READ | CS_ID_STABLE), 0), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5 | 1ULL << 62, 0,
+                                  (cs_access_kind)(CS_READ | CS_ID_STABLE), 0), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    size_t n = STEPS * PER + 3;
+    cs__objname names[STEPS * PER + 3];
+    for (size_t a = 0; a < n; a++) {
+        uint32_t birth;
+        CHECK_EQ(cs__trace_object_name(t, a, &names[a], &birth), CS_OK);
+    }
+    int same = 0;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++) same += cs__objname_eq(&names[a], &names[b]);
+    CHECK_EQ(same, 0);
+    cs__trace_free(t);
 }
 
 /* Exhaustive check on a tiny program: the number of distinct fingerprints
@@ -312,21 +430,21 @@ static void test_fingerprint(void) {
 static void test_fingerprint_counts(void) {
     /* three actors: a: w(x); b: r(x); c: r(y).  Interleavings: 3! = 6.
      * Traces: order of a's write vs b's read matters (2), c is independent. */
-    cs_trace *t = NULL;
-    cs_trace_new(&t);
+    cs__trace *t = NULL;
+    cs__trace_new(&t);
     int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     uint64_t fp[6];
     for (int p = 0; p < 6; p++) {
-        cs_trace_reset(t);
+        cs__trace_reset(t);
         for (int k = 0; k < 3; k++) {
             int a = perms[p][k];
-            cs_trace_step_begin(t, (cs_actor)a, -1);
-            if (a == 0) cs_trace_access_add(t, 1, 1, CS_WRITE, 0);
-            if (a == 1) cs_trace_access_add(t, 1, 1, CS_READ, 0);
-            if (a == 2) cs_trace_access_add(t, 1, 2, CS_READ, 0);
-            cs_trace_step_end(t);
+            cs__trace_step_begin(t, (cs_actor)a, -1);
+            if (a == 0) cs__trace_access_add(t, 1, 1, CS_WRITE, 0);
+            if (a == 1) cs__trace_access_add(t, 1, 1, CS_READ, 0);
+            if (a == 2) cs__trace_access_add(t, 1, 2, CS_READ, 0);
+            cs__trace_step_end(t);
         }
-        fp[p] = cs_trace_fingerprint(t);
+        fp[p] = fp_of(t);
     }
     int distinct = 0;
     for (int i = 0; i < 6; i++) {
@@ -335,25 +453,25 @@ static void test_fingerprint_counts(void) {
         distinct += !seen;
     }
     CHECK_EQ(distinct, 2);
-    cs_trace_free(t);
+    cs__trace_free(t);
 }
 
 /* Many resets with long executions: memory is reused (ASan checks leaks). */
 static void test_reset_reuse(void) {
-    cs_trace *t = NULL;
-    cs_trace_new(&t);
+    cs__trace *t = NULL;
+    cs__trace_new(&t);
     for (int round = 0; round < 20; round++) {
-        cs_trace_reset(t);
+        cs__trace_reset(t);
         for (int i = 0; i < 500; i++) {
-            CHECK_EQ(cs_trace_step_begin(t, (cs_actor)(i % 7), i > 0 && i % 11 == 0 ? CS_AFTER_ALL : -1), CS_OK);
-            cs_trace_access_add(t, (uint64_t)(i % 13), (uint64_t)(i % 3), i % 2 ? CS_READ : CS_WRITE, 0);
-            cs_trace_access_add(t, (uint64_t)(i % 5), CS_KEY_WHOLE, CS_READ, 0);
-            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+            CHECK_EQ(cs__trace_step_begin(t, (cs_actor)(i % 7), i > 0 && i % 11 == 0 ? CS_AFTER_ALL : -1), CS_OK);
+            cs__trace_access_add(t, (uint64_t)(i % 13), (uint64_t)(i % 3), i % 2 ? CS_READ : CS_WRITE, 0);
+            cs__trace_access_add(t, (uint64_t)(i % 5), CS_KEY_WHOLE, CS_READ, 0);
+            CHECK_EQ(cs__trace_step_end(t), CS_OK);
         }
-        CHECK_EQ(cs_trace_len(t), 500);
-        CHECK(cs_trace_hb(t, 0, 499));
+        CHECK_EQ(cs__trace_len(t), 500);
+        CHECK(cs__trace_hb(t, 0, 499));
     }
-    cs_trace_free(t);
+    cs__trace_free(t);
 }
 
 
@@ -410,19 +528,19 @@ static bool big_dep(const btrace *g, int a, int b) {
 static void test_callback_chains_against_brute_force(void) {
     static bool hb[BIGE][BIGE];
     static btrace g;
-    cs_trace *t = NULL;
-    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
     lcg_state = 4242;
     for (int round = 0; round < 12; round++) {
         gen_callbacks(&g, 40 + (int)rnd(BIGE - 40));
-        cs_trace_reset(t);
+        cs__trace_reset(t);
         for (int i = 0; i < g.n; i++) {
-            CHECK_EQ(cs_trace_step_begin(t, g.actor[i], g.by[i]), CS_OK);
+            CHECK_EQ(cs__trace_step_begin(t, g.actor[i], g.by[i]), CS_OK);
             for (int k = 0; k < g.na[i]; k++)
-                CHECK_EQ(cs_trace_access_add(t, g.acc[i][k].object, g.acc[i][k].key,
+                CHECK_EQ(cs__trace_access_add(t, g.acc[i][k].object, g.acc[i][k].key,
                                              (cs_access_kind)g.acc[i][k].kind, 0),
                          CS_OK);
-            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+            CHECK_EQ(cs__trace_step_end(t), CS_OK);
         }
         memset(hb, 0, sizeof hb);
         for (int b = 0; b < g.n; b++)
@@ -435,9 +553,9 @@ static void test_callback_chains_against_brute_force(void) {
         int bad = 0;
         for (int b = 0; b < g.n; b++) {
             for (int a = 0; a < g.n; a++)
-                if (cs_trace_hb(t, (size_t)a, (size_t)b) != (a != b && hb[a][b])) bad++;
+                if (cs__trace_hb(t, (size_t)a, (size_t)b) != (a != b && hb[a][b])) bad++;
             size_t p[BIGE], np;
-            CHECK_EQ(cs_trace_preds(t, (size_t)b, p, BIGE, &np), CS_OK);
+            CHECK_EQ(cs__trace_preds(t, (size_t)b, p, BIGE, &np), CS_OK);
             bool is_pred[BIGE] = {0};
             for (size_t k = 0; k < np; k++) is_pred[p[k]] = true;
             for (int a = 0; a < b; a++) {
@@ -449,7 +567,7 @@ static void test_callback_chains_against_brute_force(void) {
             if (b % 7) continue; /* clocks of a sample: O(n * actors) each */
             const uint32_t *clk;
             size_t len;
-            CHECK_EQ(cs_trace_get_clock(t, (size_t)b, &clk, &len), CS_OK);
+            CHECK_EQ(cs__trace_get_clock(t, (size_t)b, &clk, &len), CS_OK);
             for (size_t a = 0; a < len; a++) {
                 uint32_t want = 0;
                 for (int x = 0; x <= b; x++)
@@ -460,7 +578,7 @@ static void test_callback_chains_against_brute_force(void) {
         CHECK_EQ(bad, 0);
         if (bad) break;
     }
-    cs_trace_free(t);
+    cs__trace_free(t);
 }
 
 /* A call_soon ping-pong: every step a new actor scheduled by the previous
@@ -468,25 +586,25 @@ static void test_callback_chains_against_brute_force(void) {
  * still indexed by actor id. */
 static void test_ping_pong_one_chain(void) {
     enum { N = 5000 };
-    cs_trace *t = NULL;
-    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
     for (int round = 0; round < 2; round++) { /* the second reuses memory */
-        cs_trace_reset(t);
+        cs__trace_reset(t);
         for (uint32_t i = 0; i < N; i++) {
-            CHECK_EQ(cs_trace_step_begin(t, i, i ? (int64_t)i - 1 : -1), CS_OK);
-            if (i % 3 == 0) CHECK_EQ(cs_trace_access_add(t, 7, i % 5, CS_WRITE, 0), CS_OK);
-            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+            CHECK_EQ(cs__trace_step_begin(t, i, i ? (int64_t)i - 1 : -1), CS_OK);
+            if (i % 3 == 0) CHECK_EQ(cs__trace_access_add(t, 7, i % 5, CS_WRITE, 0), CS_OK);
+            CHECK_EQ(cs__trace_step_end(t), CS_OK);
         }
-        CHECK_EQ(cs_trace_chains(t), 1);
-        CHECK(cs_trace_hb(t, 0, N - 1));
-        CHECK(cs_trace_hb(t, 1234, 1235) && !cs_trace_hb(t, 1235, 1234));
+        CHECK_EQ(cs__trace_chains(t), 1);
+        CHECK(cs__trace_hb(t, 0, N - 1));
+        CHECK(cs__trace_hb(t, 1234, 1235) && !cs__trace_hb(t, 1235, 1234));
         size_t p[4], np;
-        CHECK_EQ(cs_trace_preds(t, 2000, p, 4, &np), CS_OK);
+        CHECK_EQ(cs__trace_preds(t, 2000, p, 4, &np), CS_OK);
         CHECK_EQ(np, 1);
         CHECK_EQ(p[0], 1999);
         const uint32_t *clk;
         size_t len;
-        CHECK_EQ(cs_trace_get_clock(t, 2999, &clk, &len), CS_OK);
+        CHECK_EQ(cs__trace_get_clock(t, 2999, &clk, &len), CS_OK);
         CHECK_EQ(len, 3000);
         int ones = 0;
         for (size_t a = 0; a < len; a++) ones += clk[a] == 1;
@@ -496,109 +614,109 @@ static void test_ping_pong_one_chain(void) {
      * the fingerprint does not depend on the interleaving */
     uint64_t fp[2];
     for (int v = 0; v < 2; v++) {
-        cs_trace_reset(t);
+        cs__trace_reset(t);
         int64_t last[2] = {-1, -1};
         uint32_t taken[2] = {0, 0};
         for (uint32_t i = 0; i < 2 * 400; i++) {
             int side = v == 0 ? (int)(i % 2) : (i < 400 ? 0 : 1);
             cs_actor a = (cs_actor)(side * 1000 + taken[side]++);
-            CHECK_EQ(cs_trace_step_begin(t, a, last[side]), CS_OK);
-            CHECK_EQ(cs_trace_access_add(t, 50 + (uint64_t)side, 0, CS_WRITE, 0), CS_OK);
-            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+            CHECK_EQ(cs__trace_step_begin(t, a, last[side]), CS_OK);
+            CHECK_EQ(cs__trace_access_add(t, 50 + (uint64_t)side, 0, CS_WRITE, 0), CS_OK);
+            CHECK_EQ(cs__trace_step_end(t), CS_OK);
             last[side] = (int64_t)i;
         }
-        CHECK_EQ(cs_trace_chains(t), 2);
-        fp[v] = cs_trace_fingerprint(t);
+        CHECK_EQ(cs__trace_chains(t), 2);
+        fp[v] = fp_of(t);
         if (v == 0) {
-            CHECK(cs_trace_hb(t, 0, 798) && cs_trace_hb(t, 1, 799));
-            CHECK(!cs_trace_hb(t, 0, 799) && !cs_trace_hb(t, 1, 798));
+            CHECK(cs__trace_hb(t, 0, 798) && cs__trace_hb(t, 1, 799));
+            CHECK(!cs__trace_hb(t, 0, 799) && !cs__trace_hb(t, 1, 798));
         }
     }
     CHECK_EQ(fp[0], fp[1]);
-    cs_trace_free(t);
+    cs__trace_free(t);
 }
 
 /* Fan-out then join, many rounds: the siblings' chains go dead at the join
  * and are reused, so the chain count stays at the fan-out width instead of
  * growing with the run. */
 static void test_fan_out_reuses_chains(void) {
-    cs_trace *t = NULL;
-    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
     cs_actor next = 1;
     uint32_t i = 0;
     for (int round = 0; round < 200; round++) {
         int64_t root = (int64_t)i;
-        CHECK_EQ(cs_trace_step_begin(t, 0, i ? root - 1 : -1), CS_OK);
-        CHECK_EQ(cs_trace_step_end(t), CS_OK);
+        CHECK_EQ(cs__trace_step_begin(t, 0, i ? root - 1 : -1), CS_OK);
+        CHECK_EQ(cs__trace_step_end(t), CS_OK);
         i++;
         for (uint32_t k = 0; k < 6; k++, i++) {
-            CHECK_EQ(cs_trace_step_begin(t, next++, root), CS_OK);
-            CHECK_EQ(cs_trace_access_add(t, 9, k, CS_WRITE, 0), CS_OK);
-            CHECK_EQ(cs_trace_step_end(t), CS_OK);
+            CHECK_EQ(cs__trace_step_begin(t, next++, root), CS_OK);
+            CHECK_EQ(cs__trace_access_add(t, 9, k, CS_WRITE, 0), CS_OK);
+            CHECK_EQ(cs__trace_step_end(t), CS_OK);
         }
         /* the join writes the whole object: after every sibling */
-        CHECK_EQ(cs_trace_step_begin(t, next++, round % 2 ? CS_AFTER_ALL : root), CS_OK);
-        CHECK_EQ(cs_trace_access_add(t, 9, CS_KEY_WHOLE, CS_WRITE, 0), CS_OK);
-        CHECK_EQ(cs_trace_step_end(t), CS_OK);
+        CHECK_EQ(cs__trace_step_begin(t, next++, round % 2 ? CS_AFTER_ALL : root), CS_OK);
+        CHECK_EQ(cs__trace_access_add(t, 9, CS_KEY_WHOLE, CS_WRITE, 0), CS_OK);
+        CHECK_EQ(cs__trace_step_end(t), CS_OK);
         size_t p[8], np;
-        CHECK_EQ(cs_trace_preds(t, i, p, 8, &np), CS_OK);
+        CHECK_EQ(cs__trace_preds(t, i, p, 8, &np), CS_OK);
         CHECK_EQ(np, 6);
         i++;
     }
-    CHECK(cs_trace_chains(t) <= 6);
-    CHECK(cs_trace_hb(t, 1, i - 1));
-    CHECK(!cs_trace_hb(t, 1, 2));
-    cs_trace_free(t);
+    CHECK(cs__trace_chains(t) <= 6);
+    CHECK(cs__trace_hb(t, 1, i - 1));
+    CHECK(!cs__trace_hb(t, 1, 2));
+    cs__trace_free(t);
 }
 
 /* A clock advance: the timers it makes due follow every event before it, and
  * only those -- a step that ran after the advance stays concurrent with a
  * timer of the same advance unless they conflict. */
 static void test_barrier_after_clock_advance(void) {
-    cs_trace *t = NULL;
-    CHECK_EQ(cs_trace_new(&t), CS_OK);
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
     /* 0: a writes (1,0); 1: b writes (2,0); advance; 2: timer c AFTER_ALL;
      * 3: a (scheduled by 2) writes (3,0); 4: timer d AFTER_ALL writes (4,0);
      * 5: timer e AFTER_ALL writes (3,0) */
-    cs_trace_step_begin(t, 0, -1);
-    cs_trace_access_add(t, 1, 0, CS_WRITE, 0);
-    cs_trace_step_end(t);
-    cs_trace_step_begin(t, 1, -1);
-    cs_trace_access_add(t, 2, 0, CS_WRITE, 0);
-    cs_trace_step_end(t);
-    CHECK_EQ(cs_trace_barrier(t), CS_OK);
-    cs_trace_step_begin(t, 2, CS_AFTER_ALL);
-    cs_trace_step_end(t);
-    cs_trace_step_begin(t, 0, 2);
-    cs_trace_access_add(t, 3, 0, CS_WRITE, 0);
-    cs_trace_step_end(t);
-    cs_trace_step_begin(t, 3, CS_AFTER_ALL);
-    cs_trace_access_add(t, 4, 0, CS_WRITE, 0);
-    cs_trace_step_end(t);
-    cs_trace_step_begin(t, 4, CS_AFTER_ALL);
-    cs_trace_access_add(t, 3, 0, CS_WRITE, 0);
-    cs_trace_step_end(t);
-    CHECK_EQ(cs_trace_barrier_of(t, 2), 2);
-    CHECK_EQ(cs_trace_barrier_of(t, 4), 2);
-    CHECK_EQ(cs_trace_barrier_of(t, 3), 0);
-    CHECK(cs_trace_hb(t, 0, 4) && cs_trace_hb(t, 1, 4));
-    CHECK(!cs_trace_hb(t, 2, 4) && !cs_trace_hb(t, 3, 4)); /* after the advance */
-    CHECK(!cs_trace_dep(t, 3, 4));
-    CHECK(cs_trace_dep(t, 1, 4));
-    CHECK(cs_trace_hb(t, 3, 5) && cs_trace_dep(t, 3, 5)); /* a conflict, not the barrier */
+    cs__trace_step_begin(t, 0, -1);
+    cs__trace_access_add(t, 1, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 1, -1);
+    cs__trace_access_add(t, 2, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    CHECK_EQ(cs__trace_barrier(t), CS_OK);
+    cs__trace_step_begin(t, 2, CS_AFTER_ALL);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 0, 2);
+    cs__trace_access_add(t, 3, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 3, CS_AFTER_ALL);
+    cs__trace_access_add(t, 4, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 4, CS_AFTER_ALL);
+    cs__trace_access_add(t, 3, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    CHECK_EQ(cs__trace_barrier_of(t, 2), 2);
+    CHECK_EQ(cs__trace_barrier_of(t, 4), 2);
+    CHECK_EQ(cs__trace_barrier_of(t, 3), 0);
+    CHECK(cs__trace_hb(t, 0, 4) && cs__trace_hb(t, 1, 4));
+    CHECK(!cs__trace_hb(t, 2, 4) && !cs__trace_hb(t, 3, 4)); /* after the advance */
+    CHECK(!cs__trace_dep(t, 3, 4));
+    CHECK(cs__trace_dep(t, 1, 4));
+    CHECK(cs__trace_hb(t, 3, 5) && cs__trace_dep(t, 3, 5)); /* a conflict, not the barrier */
     size_t p[8], np;
-    cs_trace_preds(t, 4, p, 8, &np);
+    cs__trace_preds(t, 4, p, 8, &np);
     CHECK_EQ(np, 2); /* the tips before the advance: 0 and 1 */
     CHECK(p[0] < 2 && p[1] < 2);
-    CHECK_EQ(cs_trace_barrier(t), CS_OK);
-    cs_trace_step_begin(t, 5, CS_AFTER_ALL); /* a second advance follows all six */
-    cs_trace_step_end(t);
-    for (size_t i = 0; i < 6; i++) CHECK(cs_trace_hb(t, i, 6));
-    CHECK_EQ(cs_trace_barrier_of(t, 6), 6);
-    cs_trace_step_begin(t, 0, -1);
-    CHECK_EQ(cs_trace_barrier(t), CS_ESTATE); /* only between steps */
-    cs_trace_step_end(t);
-    cs_trace_free(t);
+    CHECK_EQ(cs__trace_barrier(t), CS_OK);
+    cs__trace_step_begin(t, 5, CS_AFTER_ALL); /* a second advance follows all six */
+    cs__trace_step_end(t);
+    for (size_t i = 0; i < 6; i++) CHECK(cs__trace_hb(t, i, 6));
+    CHECK_EQ(cs__trace_barrier_of(t, 6), 6);
+    cs__trace_step_begin(t, 0, -1);
+    CHECK_EQ(cs__trace_barrier(t), CS_ESTATE); /* only between steps */
+    cs__trace_step_end(t);
+    cs__trace_free(t);
 }
 
 #define TESTS(X)                                                               \
@@ -606,5 +724,8 @@ static void test_barrier_after_clock_advance(void) {
     X(test_random_against_brute_force) X(test_fingerprint)                     \
     X(test_fingerprint_counts) X(test_reset_reuse)                             \
     X(test_callback_chains_against_brute_force) X(test_ping_pong_one_chain)    \
-    X(test_fan_out_reuses_chains) X(test_barrier_after_clock_advance)
+    X(test_fan_out_reuses_chains) X(test_barrier_after_clock_advance)        \
+    X(test_random_with_barriers_against_brute_force)                          \
+    X(test_fingerprint_with_barriers) X(test_global_barrier_clocks)           \
+    X(test_object_names_never_collide)
 CTEST_MAIN()
