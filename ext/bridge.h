@@ -41,6 +41,10 @@ cs_explorer *cs_hooks_get_explorer(void);
  * instrumented code and capture/sync.py use for it), keeping it alive for the execution.
  * 0 when nothing is recorded (no explorer, no open step), -1 with an exception. */
 int cs_hooks_record_object(PyObject *obj, int kind);
+/* hooks.c: the step-end release of the objects the hooks hold (not weak-referenceable) and only
+ * they still reference; called while the step is open, so the finalizers it runs are accesses of
+ * that step.  0, or -1 with an exception. */
+int cs_hooks_sweep(void);
 
 int cs_register_loop(PyObject *module);
 int cs_register_hooks(PyObject *module);
