@@ -677,17 +677,21 @@ static int replaced_attr(PyObject *obj, PyObject *name, PyObject **old) {
 }
 
 /* After a store or delete replaced `old` (a new reference, or NULL): if the
- * map held it and nothing else references it now, it goes at once. */
-static void release_replaced(PyObject *old) {
-    if (!old) return;
+ * map held it and nothing else references it now, it goes at once, and so
+ * do the held objects that only it referenced (a sweep).  -1 only when that
+ * sweep fails (MemoryError). */
+static int release_replaced(PyObject *old) {
+    if (!old) return 0;
     id_slot *s = id_probe(old);
-    if (s && !s->wr && Py_REFCNT(old) == 2) { /* ours and keep[]'s */
+    bool dropped = s && !s->wr && Py_REFCNT(old) == 2; /* ours and keep[]'s */
+    if (dropped) {
         size_t k = s->kidx;
         slot_delete(s);
         Py_DECREF(keep_take(k));
         n_released++;
     }
     Py_DECREF(old);
+    return dropped ? cs_hooks_sweep() : 0;
 }
 
 /* Drops every name, IdRef and held reference.  The tables are detached first:
@@ -929,8 +933,7 @@ static PyObject *h_sa(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
         if (replaced_attr(a[1], a[2], &old) < 0) return NULL;
     }
     int rc = PyObject_SetAttr(a[1], a[2], a[0]);
-    release_replaced(old);
-    if (rc < 0) return NULL;
+    if (release_replaced(old) < 0 || rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -942,8 +945,7 @@ static PyObject *h_da(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
                      replaced_attr(a[0], a[1], &old) < 0))
         return NULL;
     int rc = PyObject_DelAttr(a[0], a[1]);
-    release_replaced(old);
-    if (rc < 0) return NULL;
+    if (release_replaced(old) < 0 || rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -967,8 +969,7 @@ static PyObject *h_si(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
         if (replaced_item(a[1], a[2], &old) < 0) return NULL;
     }
     int rc = PyObject_SetItem(a[1], a[2], a[0]);
-    release_replaced(old);
-    if (rc < 0) return NULL;
+    if (release_replaced(old) < 0 || rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -980,8 +981,7 @@ static PyObject *h_di(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
                      replaced_item(a[0], a[1], &old) < 0))
         return NULL;
     int rc = PyObject_DelItem(a[0], a[1]);
-    release_replaced(old);
-    if (rc < 0) return NULL;
+    if (release_replaced(old) < 0 || rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
