@@ -593,3 +593,33 @@ def test_cli_passes_the_weak_cache_and_finds_its_racy_twin(tmp_path: Path) -> No
     racy.write_text(RACY_CACHE)
     r = cli("check", str(racy), "--scenario", "scenario", "--no-telemetry", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_an_object_first_named_in_its_own_finalizer_leaves_no_stale_name() -> None:
+    """CPython drops, without calling back, the weakrefs created while an object's __del__
+    runs: the slot goes stale, and a new object at that address must still get a new id."""
+    seen: list[tuple[int, int]] = []
+
+    class Dying:
+        def __del__(self) -> None:
+            _core.rd(self, 1)
+            seen.append((id(self), _core.hooks_object_id(self)))
+
+    class Plain:
+        pass
+
+    def body() -> tuple[int | None, int]:
+        Dying()
+        addr, cid = seen[0]
+        for _ in range(100):
+            b = Plain()
+            if id(b) == addr:
+                break
+        assert id(b) == addr
+        before = _core.hooks_object_id(b)
+        _core.rd(b, 2)
+        assert _core.hooks_object_id(b) != cid
+        return before, _core.hooks_stats()["named"]
+
+    before, _ = run_in_step(body)[0]
+    assert before is None
