@@ -253,13 +253,34 @@ static PyTypeObject IdRef_Type = {
 
 static PyObject *weak_observer_types; /* tuple of the weakref module's containers */
 
+/* Per heap type, whether it observes deaths: a direct-mapped cache checked by
+ * (type, tp_version_tag) -- a tag is never reused by another type and is
+ * reset when the type changes, and 0 (no tag yet) is never cached. */
+static struct {
+    PyTypeObject *type;
+    unsigned int tag;
+    int observes;
+} observer_cache[64];
+
 static int observes_deaths(PyObject *o) {
-    if (PyWeakref_Check(o)) return 1;
-    if (!(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) || !weak_observer_types) return 0;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(weak_observer_types); i++)
-        if (PyType_IsSubtype(Py_TYPE(o), (PyTypeObject *)PyTuple_GET_ITEM(weak_observer_types, i)))
-            return 1;
-    return 0;
+    PyTypeObject *t = Py_TYPE(o);
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return t == &_PyWeakref_RefType || t == &_PyWeakref_ProxyType ||
+               t == &_PyWeakref_CallableProxyType;
+    size_t h = ((uintptr_t)t >> 6) & 63;
+    if (t->tp_version_tag && observer_cache[h].type == t &&
+        observer_cache[h].tag == t->tp_version_tag)
+        return observer_cache[h].observes;
+    int r = PyWeakref_Check(o);
+    for (Py_ssize_t i = 0; !r && weak_observer_types && i < PyTuple_GET_SIZE(weak_observer_types);
+         i++)
+        r = PyType_IsSubtype(t, (PyTypeObject *)PyTuple_GET_ITEM(weak_observer_types, i));
+    if (t->tp_version_tag) {
+        observer_cache[h].type = t;
+        observer_cache[h].tag = t->tp_version_tag;
+        observer_cache[h].observes = r;
+    }
+    return r;
 }
 
 static PyObject *idref_callback; /* idref_died, as a callable */
@@ -636,19 +657,16 @@ int cs_hooks_sweep(void) {
     }
 }
 
-static int key_hash(PyObject *k, uint64_t *out);
-
 /* The value a store into / delete from obj is about to replace, when it can
  * be read without running user code and the map holds something: a new
  * reference, or NULL (none known).  -1 only on an error of the read. */
-static int replaced_item(PyObject *obj, PyObject *key, PyObject **old) {
+static int replaced_item(PyObject *obj, PyObject *key, uint64_t hash, PyObject **old) {
     *old = NULL;
     if (!keep_len) return 0;
     if (PyDict_CheckExact(obj)) {
-        uint64_t h;
-        if (key_hash(key, &h) < 0) return -1;
-        if (h == CS_KEY_WHOLE) return 0; /* hashing the key may run user code */
-        *old = Py_XNewRef(PyDict_GetItemWithError(obj, key));
+        /* hash: key_hash(key), CS_KEY_WHOLE when hashing it may run user code */
+        if (hash == CS_KEY_WHOLE) return 0;
+        *old = Py_XNewRef(_PyDict_GetItem_KnownHash(obj, key, (Py_hash_t)hash));
         return *old || !PyErr_Occurred() ? 0 : -1;
     }
     if (PyList_CheckExact(obj) && PyLong_CheckExact(key)) {
@@ -966,7 +984,7 @@ static PyObject *h_si(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
         path p;
         if (record_item(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
         if (name_value(a[0], p.cid, p.key) < 0) return NULL;
-        if (replaced_item(a[1], a[2], &old) < 0) return NULL;
+        if (replaced_item(a[1], a[2], p.key, &old) < 0) return NULL;
     }
     int rc = PyObject_SetItem(a[1], a[2], a[0]);
     if (release_replaced(old) < 0 || rc < 0) return NULL;
@@ -977,8 +995,9 @@ static PyObject *h_si(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 static PyObject *h_di(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "di");
     PyObject *old = NULL;
-    if (hooks_ex && (record_item(a[0], a[1], KIND_WRITE, a[2], NULL) < 0 ||
-                     replaced_item(a[0], a[1], &old) < 0))
+    path p;
+    if (hooks_ex && (record_item(a[0], a[1], KIND_WRITE, a[2], &p) < 0 ||
+                     replaced_item(a[0], a[1], p.key, &old) < 0))
         return NULL;
     int rc = PyObject_DelItem(a[0], a[1]);
     if (release_replaced(old) < 0 || rc < 0) return NULL;
