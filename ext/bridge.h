@@ -38,7 +38,8 @@ cs_explorer *cs_py_explorer_get(PyObject *obj);
 void cs_hooks_set_explorer(cs_explorer *ex);
 cs_explorer *cs_hooks_get_explorer(void);
 /* hooks.c: records an access of a whole object under the hooks' canonical id (the same id
- * instrumented code and capture/sync.py use for it), keeping it alive for the execution.
+ * instrumented code and capture/sync.py use for it); naming it never extends its life beyond
+ * what the program observes (hooks.c, "object lifetimes").
  * 0 when nothing is recorded (no explorer, no open step), -1 with an exception. */
 int cs_hooks_record_object(PyObject *obj, int kind);
 /* hooks.c: the step-end release of the objects the hooks hold (not weak-referenceable) and only
