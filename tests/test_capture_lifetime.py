@@ -466,7 +466,7 @@ def test_weak_referenceable_objects_are_never_held() -> None:
 
 def test_a_new_object_at_a_dead_ones_address_gets_a_new_id() -> None:
     class Plain:
-        pass
+        __slots__ = ("__weakref__",)  # a layout whose freed block 3.13 also hands out again
 
     def body() -> tuple[int, int, bool]:
         a = Plain()
@@ -474,8 +474,10 @@ def test_a_new_object_at_a_dead_ones_address_gets_a_new_id() -> None:
         first = _core.hooks_object_id(a)
         addr = id(a)
         del a
-        for _ in range(100):  # the allocator hands the freed block out again
+        pool = []  # kept, so that the allocator moves on until it hands out the freed block
+        for _ in range(10000):
             b = Plain()
+            pool.append(b)
             if id(b) == addr:
                 break
         _core.ga(b, "__class__", 2)
@@ -601,18 +603,22 @@ def test_an_object_first_named_in_its_own_finalizer_leaves_no_stale_name() -> No
     seen: list[tuple[int, int]] = []
 
     class Dying:
+        __slots__ = ("__weakref__",)
+
         def __del__(self) -> None:
             _core.rd(self, 1)
             seen.append((id(self), _core.hooks_object_id(self)))
 
     class Plain:
-        pass
+        __slots__ = ("__weakref__",)
 
     def body() -> tuple[int | None, int]:
         Dying()
         addr, cid = seen[0]
-        for _ in range(100):
+        pool = []
+        for _ in range(10000):
             b = Plain()
+            pool.append(b)
             if id(b) == addr:
                 break
         assert id(b) == addr
