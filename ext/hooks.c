@@ -626,6 +626,26 @@ static int name_value(PyObject *value, uint64_t holder, uint64_t key) {
     return id_assign(value, as_cid(mix64(holder) ^ key ^ 0x70617468ULL), false, &cid);
 }
 
+/* A store into a weak container (wc[k] = v): names the key and the value (if
+ * they are not immutable scalars), so that their deaths, which drop the
+ * entry, are recorded (see LIVENESS_OBJECT) even when nothing else names
+ * them. */
+static int watch_entry(PyObject *container, PyObject *key, PyObject *value) {
+    if (!observes_deaths(container)) return 0;
+    PyObject *both[2] = {key, value};
+    for (int i = 0; i < 2; i++) {
+        PyObject *o = both[i];
+        PyTypeObject *t = Py_TYPE(o);
+        if (o == Py_None || t == &PyLong_Type || t == &PyBool_Type || t == &PyFloat_Type ||
+            t == &PyUnicode_Type || t == &PyBytes_Type)
+            continue;
+        uint64_t cid;
+        bool stable, fresh;
+        if (canon(o, &cid, &stable, &fresh) < 0) return -1;
+    }
+    return 0;
+}
+
 /* Releases, at every step end, the held objects that only the map still
  * references, until none is left (see "object lifetimes").  The references
  * are taken out of the tables in one batch, then dropped: the finalizers
@@ -984,6 +1004,7 @@ static PyObject *h_si(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
         path p;
         if (record_item(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
         if (name_value(a[0], p.cid, p.key) < 0) return NULL;
+        if (watch_entry(a[1], a[2], a[0]) < 0) return NULL;
         if (replaced_item(a[1], a[2], p.key, &old) < 0) return NULL;
     }
     int rc = PyObject_SetItem(a[1], a[2], a[0]);

@@ -292,6 +292,34 @@ async def main(box):
     box["log"] = box["mine"] + [str(x) for x in box["seen"]]
 """
 
+# the same with a registry weakly keyed by handler functions, which no hook names but the store
+DEATH_ORDER_KEY = """
+import asyncio
+import weakref
+
+
+async def holder(reg, mine):
+    def handler():
+        return mine
+
+    reg[handler] = "v"
+    await asyncio.sleep(0)
+    del handler
+    mine.append("dropped")
+
+
+async def prober(reg, seen):
+    await asyncio.sleep(0)
+    seen.append(len(reg))
+
+
+async def main(box):
+    reg = weakref.WeakKeyDictionary()
+    box["mine"], box["seen"] = [], []
+    await asyncio.gather(holder(reg, box["mine"]), prober(reg, box["seen"]))
+    box["log"] = box["mine"] + [str(x) for x in box["seen"]]
+"""
+
 PROGRAMS = {
     "finalize": FINALIZE,
     "del": DEL,
@@ -300,6 +328,7 @@ PROGRAMS = {
     "gc_cycle": GC_CYCLE,
     "cache": CACHE,
     "death_order": DEATH_ORDER,
+    "death_order_key": DEATH_ORDER_KEY,
 }
 
 
@@ -384,11 +413,14 @@ def test_dpor_reaches_the_outcomes_of_exhaustive(name: str) -> None:
     assert tuple(fifo_log(source)) in seen["exhaustive"]
 
 
-def test_a_death_orders_against_a_weak_lookup() -> None:
+@pytest.mark.parametrize(
+    ("source", "outcomes"), [(DEATH_ORDER, {"True", "False"}), (DEATH_ORDER_KEY, {"0", "1"})]
+)
+def test_a_death_orders_against_a_weak_lookup(source: str, outcomes: set[str]) -> None:
     """Both outcomes exist: the prober looks before or after the holder's last reference
-    goes, though the two steps share no object but the weak cache."""
-    seen = logs_by_strategy(DEATH_ORDER)
-    assert {log[-1] for log in seen["dpor"]} == {"True", "False"}
+    goes, though the two steps share no object but the weak container."""
+    seen = logs_by_strategy(source)
+    assert {log[-1] for log in seen["dpor"]} == outcomes
 
 
 def test_a_local_dropped_mid_step_is_released_at_the_step_end() -> None:
