@@ -283,6 +283,15 @@ static int observes_deaths(PyObject *o) {
     return r;
 }
 
+/* A read of every death so far and to come in this execution: what an access
+ * of an object that observes deaths does besides its own access (and what
+ * calling a weakref, `r()`, should do).  Inside a step only. */
+static int liveness_read(uint32_t site) {
+    int rc = cs_access_record(hooks_ex, LIVENESS_OBJECT, CS_KEY_WHOLE,
+                              (cs_access_kind)(CS_READ | CS_ID_STABLE), site);
+    return rc == CS_ESTATE ? 0 : cs_py_check(rc);
+}
+
 static PyObject *idref_callback; /* idref_died, as a callable */
 static uint64_t n_deaths;        /* deaths recorded as accesses since reset */
 static uint64_t n_released;      /* held objects let go since reset */
@@ -846,12 +855,7 @@ static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
     if (cs_py_check(rc) < 0) return -1;
     n_recorded++;
     if (log_list && log_access(object, key, kind & CS_KIND_MASK, site, keyobj) < 0) return -1;
-    if (observes_deaths(holder)) { /* see LIVENESS_OBJECT */
-        rc = cs_access_record(hooks_ex, LIVENESS_OBJECT, CS_KEY_WHOLE,
-                              (cs_access_kind)(CS_READ | CS_ID_STABLE), site);
-        if (cs_py_check(rc) < 0) return -1;
-    }
-    return 0;
+    return observes_deaths(holder) ? liveness_read(site) : 0;
 }
 
 int cs_hooks_record_object(PyObject *obj, int kind) {
