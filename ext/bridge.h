@@ -38,9 +38,14 @@ cs_explorer *cs_py_explorer_get(PyObject *obj);
 void cs_hooks_set_explorer(cs_explorer *ex);
 cs_explorer *cs_hooks_get_explorer(void);
 /* hooks.c: records an access of a whole object under the hooks' canonical id (the same id
- * instrumented code and capture/sync.py use for it), keeping it alive for the execution.
+ * instrumented code and capture/sync.py use for it); naming it never extends its life beyond
+ * what the program observes (hooks.c, "object lifetimes").
  * 0 when nothing is recorded (no explorer, no open step), -1 with an exception. */
 int cs_hooks_record_object(PyObject *obj, int kind);
+/* hooks.c: the step-end release of the objects the hooks hold (not weak-referenceable) and only
+ * they still reference; called while the step is open, so the finalizers it runs are accesses of
+ * that step.  0, or -1 with an exception. */
+int cs_hooks_sweep(void);
 
 int cs_register_loop(PyObject *module);
 int cs_register_hooks(PyObject *module);

@@ -40,9 +40,9 @@
  *   closure cell  (cell, CELL_KEY)
  *   whole object  (obj, CS_KEY_WHOLE)
  *
- * Invariant: every object that got an id stays alive until the hooks are
- * reset (explorer attached/detached, or _core.hooks_reset()), so an id never
- * names two objects within one execution.
+ * Invariant: an id never names two objects within one execution, and the
+ * hooks never extend the life of an object whose death the program can
+ * observe (see "object lifetimes" below).
  */
 #include "bridge.h"
 
@@ -78,20 +78,34 @@ static cs_explorer *hooks_ex; /* NULL: every hook is a plain operation */
  * ids (a known limit: the engine may then under-approximate the dependency
  * of events from different executions).
  *
- * The map also holds a strong reference to each object until the hooks are
- * reset, so an address never names two objects within one execution. */
+ * A cid, once given, stays in the used set until the hooks are reset: an
+ * object that dies gives its address back, never its cid, so an object later
+ * allocated at the same address is named afresh by the rules above (its
+ * wanted id re-hashed if taken) -- deterministic across executions, because
+ * deaths under reference counting are.  How the map learns of deaths without
+ * keeping objects alive: "object lifetimes" below. */
 
 #define CID_TAG 0x0B1E000000000000ULL
 #define CID_MASK 0x0000FFFFFFFFFFFFULL
 
+/* A named object.  Invariant: a slot is live iff its object is alive --
+ * either wr watches it (wr_object == obj) or keep[kidx] == obj owns a
+ * reference to it.  A slot whose IdRef died without its callback running
+ * (the object was first named inside its own __del__, whose new weakrefs
+ * CPython clears silently) is stale: lookups retire it (slot_live). */
 typedef struct {
-    PyObject *obj; /* strong reference; NULL = empty */
+    PyObject *obj; /* the object's address, the key; NULL = empty.  Owned only
+                      through keep[kidx] when wr is NULL */
+    PyObject *wr;  /* weak-referenceable object: our IdRef watching it (a
+                      strong reference to the weakref); NULL: held in keep[] */
+    size_t kidx;   /* when wr is NULL: obj == keep[kidx] */
     uint64_t cid;
     bool stable; /* rules 1 and 2: the same id in every execution, which the
                     engine may trust (CS_ID_STABLE) */
 } id_slot;
 
-static id_slot *id_slots;
+static id_slot *id_slots; /* open addressing, linear probing, no tombstones
+                             (removal shifts the cluster back) */
 static size_t id_cap, id_len;
 static uint64_t *used_ids; /* set of cids in use (0 = empty; a cid is never 0) */
 static size_t used_cap, used_len;
@@ -152,7 +166,164 @@ static int used_add(uint64_t cid) {
     return 0;
 }
 
-static id_slot *id_find(PyObject *o) {
+/* ------------------------------------------------ object lifetimes */
+
+/* The map must name objects without changing when they die (issue 9: a
+ * weakref.finalize, a WeakValueDictionary entry, a __del__ must fire where
+ * they fire on the stock loop).  Two kinds of slots:
+ *
+ *   - weak-referenceable objects are never held: the slot keeps an IdRef (a
+ *     weakref subclass remembering the address) whose callback retires the
+ *     slot when the object dies.  Retiring frees the address, never the cid.
+ *     CPython runs the callbacks of a dying object before its memory can be
+ *     reused, so a new object at the same address always finds the slot
+ *     gone (or stale, see id_slot).
+ *   - objects that are not weak-referenceable (list, dict, set, bytearray,
+ *     tuple, cell, a __slots__ class without __weakref__, even one with
+ *     __del__) cannot be watched, so the map holds a reference to them in
+ *     keep[] and releases it as soon as the program cannot reach them:
+ *       * at every step end (cs_hooks_sweep, called before the engine closes
+ *         the step, so the finalizers that run then are accesses of that
+ *         step): every held object whose only reference is ours, repeated
+ *         until none is left (a released list may leave its inner lists
+ *         with only our reference);
+ *       * right after a hooked store or delete replaced it (the old value of
+ *         `d[k] = v`, `del d[k]`, `lst[i] = v`, `self.x = v`, `del self.x`
+ *         on objects with plain attribute storage): release_replaced;
+ *       * in a full garbage collection: keep[] is owned by the keeper, a
+ *         GC-tracked object that reports keep[] and its own (only) reference
+ *         to the collector, so it is never a root.  A cycle reachable only
+ *         through keep[] (parent.children = [child]; child.parent = parent)
+ *         is found unreachable and collected as on the stock loop: its
+ *         finalizers and weakref callbacks run, the collector clears the
+ *         held containers, and the emptied husks are released at the next
+ *         sweep.  The keeper itself has no tp_clear, so it survives.
+ *
+ * What stays approximate (written in ARCHITECTURE.md too):
+ *   - a held object dropped mid-step other than by a hooked store or delete
+ *     (a plain local going out of scope, `lst.pop()`, `d.clear()`, a store
+ *     into a class with __setattr__ or a class-level default) keeps its
+ *     contents -- and a non-weak-referenceable object its own __del__ --
+ *     alive until the end of that step: the finalizers run in the same
+ *     step, later within it than on the stock loop;
+ *   - collections of the young generations do not look through keep[] (the
+ *     keeper lives in the oldest one): cyclic garbage through a held
+ *     container waits for a full collection (gc.collect(), or the automatic
+ *     one), whose timing CPython does not promise anyway;
+ *   - what reflects on references sees ours: sys.getrefcount of a held
+ *     object is one higher, weakref.getweakrefcount/getweakrefs count the
+ *     IdRef, gc.get_referrers lists the keeper, and a full collection counts
+ *     the keeper (and released husks) among the unreachable objects it
+ *     returns and, under gc.DEBUG_SAVEALL, in gc.garbage.
+ *
+ * Re-entrancy: releasing a reference, creating a weakref and the Python
+ * calls of first_sight_cid may run finalizers, which call hooks.  So the
+ * table changes only in code that runs no Python code (id_insert,
+ * slot_delete, keep_take); canon creates the IdRef first and looks the
+ * object up again afterwards; releases are batched and done after the
+ * tables are consistent; and no caller keeps an id_slot pointer across a
+ * call that may run Python code. */
+
+typedef struct {
+    PyWeakReference base;
+    PyObject *addr; /* the watched object's address (never dereferenced once
+                       it died): the key of its slot */
+} IdRefObject;
+
+static PyTypeObject IdRef_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core._IdRef",
+    .tp_basicsize = sizeof(IdRefObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The hooks' weak reference to an object they named.",
+};
+
+/* Deaths are accesses.  The callbacks a death runs besides ours are often
+ * uninstrumented (a WeakValueDictionary or WeakSet dropping its entry,
+ * finalize's registry), so what they change is invisible; instead every
+ * death of a named object writes (LIVENESS, its cid) in the open step, and
+ * every access of an object that observes deaths -- a weakref, a
+ * WeakValueDictionary, WeakKeyDictionary, WeakSet, finalize (or a subclass)
+ * -- also reads (LIVENESS, whole).  A death and a later look into a weak
+ * container are thereby ordered, whichever step dropped the last reference
+ * (a local going out of scope included).  Not covered: an uninstrumented
+ * callable registered as a callback (weakref.finalize(obj, log.append, x))
+ * mutates its receiver unseen; instrumented callbacks and __del__ record
+ * their own accesses. */
+#define LIVENESS_OBJECT 0xC5A2000000000000ULL
+
+static PyObject *weak_observer_types; /* tuple of the weakref module's containers */
+
+/* Per heap type, whether it observes deaths: a direct-mapped cache checked by
+ * (type, tp_version_tag) -- a tag is never reused by another type and is
+ * reset when the type changes, and 0 (no tag yet) is never cached. */
+static struct {
+    PyTypeObject *type;
+    unsigned int tag;
+    int observes;
+} observer_cache[64];
+
+static int observes_deaths(PyObject *o) {
+    PyTypeObject *t = Py_TYPE(o);
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return t == &_PyWeakref_RefType || t == &_PyWeakref_ProxyType ||
+               t == &_PyWeakref_CallableProxyType;
+    size_t h = ((uintptr_t)t >> 6) & 63;
+    if (t->tp_version_tag && observer_cache[h].type == t &&
+        observer_cache[h].tag == t->tp_version_tag)
+        return observer_cache[h].observes;
+    int r = PyWeakref_Check(o);
+    for (Py_ssize_t i = 0; !r && weak_observer_types && i < PyTuple_GET_SIZE(weak_observer_types);
+         i++)
+        r = PyType_IsSubtype(t, (PyTypeObject *)PyTuple_GET_ITEM(weak_observer_types, i));
+    if (t->tp_version_tag) {
+        observer_cache[h].type = t;
+        observer_cache[h].tag = t->tp_version_tag;
+        observer_cache[h].observes = r;
+    }
+    return r;
+}
+
+/* A read of every death so far and to come in this execution: what an access
+ * of an object that observes deaths does besides its own access (and what
+ * calling a weakref, `r()`, should do).  Inside a step only. */
+static int liveness_read(uint32_t site) {
+    int rc = cs_access_record(hooks_ex, LIVENESS_OBJECT, CS_KEY_WHOLE,
+                              (cs_access_kind)(CS_READ | CS_ID_STABLE), site);
+    return rc == CS_ESTATE ? 0 : cs_py_check(rc);
+}
+
+static PyObject *idref_callback; /* idref_died, as a callable */
+static uint64_t n_deaths;        /* deaths recorded as accesses since reset */
+static uint64_t n_released;      /* held objects let go since reset */
+static uint64_t n_retired;       /* watched objects that died since reset */
+
+static PyObject **keep; /* held objects (strong references), each with a slot */
+static size_t keep_len, keep_cap;
+static PyObject *keeper; /* owns keep[] as far as the collector knows; its
+                            only reference is its own (borrowed here) */
+
+static int keeper_traverse(PyObject *self, visitproc visit, void *arg) {
+    for (size_t i = 0; i < keep_len; i++) Py_VISIT(keep[i]);
+    Py_VISIT(self); /* the keeper's one reference is internal: never a root */
+    return 0;
+}
+
+static void keeper_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    PyObject_GC_Del(self);
+}
+
+static PyTypeObject Keeper_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core._Keeper",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = keeper_traverse,
+    .tp_dealloc = keeper_dealloc,
+    .tp_doc = "Holds the objects the hooks name but cannot watch (not weak-referenceable).",
+};
+
+/* The slot of address o, live or stale, or NULL. */
+static id_slot *id_probe(const void *o) {
     if (!id_cap) return NULL;
     size_t j = ptr_hash(o) & (id_cap - 1);
     while (id_slots[j].obj) {
@@ -162,33 +333,146 @@ static id_slot *id_find(PyObject *o) {
     return NULL;
 }
 
-/* Inserts o (not present) under a cid not yet used (re-hashing `want`). */
-static int id_insert(PyObject *o, uint64_t want, bool stable, uint64_t *out) {
-    if (id_len * 2 >= id_cap) {
-        size_t ncap = id_cap ? id_cap * 2 : 1024;
-        id_slot *n = PyMem_Calloc(ncap, sizeof *n);
-        if (!n) {
-            PyErr_NoMemory();
-            return -1;
+/* Empties slot s and shifts the rest of its cluster back so that every
+ * object stays reachable from its home position (no tombstones).  Runs no
+ * Python code; the caller owns what the slot referenced (s->wr, or
+ * keep[s->kidx]). */
+static void slot_delete(id_slot *s) {
+    size_t mask = id_cap - 1, i = (size_t)(s - id_slots), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!id_slots[j].obj) break;
+        size_t home = ptr_hash(id_slots[j].obj) & mask;
+        /* slot j may fill hole i unless its home lies cyclically in (i, j] */
+        bool movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
+        if (movable) {
+            id_slots[i] = id_slots[j];
+            i = j;
         }
-        for (size_t i = 0; i < id_cap; i++) {
-            if (!id_slots[i].obj) continue;
-            size_t j = ptr_hash(id_slots[i].obj) & (ncap - 1);
-            while (n[j].obj) j = (j + 1) & (ncap - 1);
-            n[j] = id_slots[i];
+    }
+    memset(&id_slots[i], 0, sizeof id_slots[i]);
+    id_len--;
+}
+
+/* Removes keep[k] and returns the reference it held (the caller owns it and
+ * deletes the object's slot).  Runs no Python code. */
+static PyObject *keep_take(size_t k) {
+    PyObject *o = keep[k];
+    PyObject *last = keep[--keep_len];
+    if (k != keep_len) {
+        keep[k] = last;
+        id_slot *ls = id_probe(last);
+        assert(ls && !ls->wr && ls->kidx == keep_len);
+        ls->kidx = k;
+    }
+    return o;
+}
+
+/* Is the object of slot s still the one it names?  A watched object that
+ * died without its IdRef's callback (see id_slot) is not. */
+static bool slot_live(const id_slot *s) {
+    return !s->wr || ((PyWeakReference *)s->wr)->wr_object == s->obj;
+}
+
+/* The live slot of o, or NULL (retiring a stale slot on the way: dropping a
+ * dead IdRef runs no Python code). */
+static id_slot *id_find(PyObject *o) {
+    id_slot *s = id_probe(o);
+    if (!s || slot_live(s)) return s;
+    PyObject *wr = s->wr;
+    slot_delete(s);
+    n_retired++;
+    Py_DECREF(wr);
+    return NULL;
+}
+
+/* The IdRef's callback: o died, its slot (if it is still this IdRef's)
+ * goes; its cid stays used.  Dropping the IdRef here is safe: CPython does
+ * not touch a weakref after calling its callback. */
+static PyObject *idref_died(PyObject *unused, PyObject *wr) {
+    if (Py_IS_TYPE(wr, &IdRef_Type)) {
+        id_slot *s = id_probe(((IdRefObject *)wr)->addr);
+        if (s && s->wr == wr) { /* else: a reset already dropped the slot */
+            uint64_t cid = s->cid;
+            slot_delete(s);
+            n_retired++;
+            Py_DECREF(wr);
+            if (hooks_ex) {
+                int rc = cs_access_record(hooks_ex, LIVENESS_OBJECT, cid,
+                                          (cs_access_kind)(CS_WRITE | CS_ID_STABLE), 0);
+                if (rc == CS_OK)
+                    n_deaths++;
+                else if (rc != CS_ESTATE && cs_py_check(rc) < 0) /* (no step open: nothing) */
+                    return NULL; /* reported by CPython as unraisable */
+            }
         }
-        PyMem_Free(id_slots);
-        id_slots = n;
-        id_cap = ncap;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef idref_died_def = {"_idref_died", idref_died, METH_O, NULL};
+
+/* A new IdRef watching o (may run Python code: it allocates). */
+static PyObject *idref_new(PyObject *o) {
+    PyObject *args[2] = {o, idref_callback};
+    PyObject *wr = PyObject_Vectorcall((PyObject *)&IdRef_Type, args, 2, NULL);
+    if (wr) ((IdRefObject *)wr)->addr = o;
+    return wr;
+}
+
+static int id_reserve(void) {
+    if (id_len * 2 < id_cap) return 0;
+    size_t ncap = id_cap ? id_cap * 2 : 1024;
+    id_slot *n = PyMem_Calloc(ncap, sizeof *n);
+    if (!n) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < id_cap; i++) {
+        if (!id_slots[i].obj) continue;
+        size_t j = ptr_hash(id_slots[i].obj) & (ncap - 1);
+        while (n[j].obj) j = (j + 1) & (ncap - 1);
+        n[j] = id_slots[i];
+    }
+    PyMem_Free(id_slots);
+    id_slots = n;
+    id_cap = ncap;
+    return 0;
+}
+
+static int keep_reserve(void) {
+    if (keep_len < keep_cap) return 0;
+    size_t ncap = keep_cap ? keep_cap * 2 : 256;
+    PyObject **n = PyMem_Realloc(keep, ncap * sizeof *n);
+    if (!n) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    keep = n;
+    keep_cap = ncap;
+    return 0;
+}
+
+/* Inserts o (absent) under a cid not yet used (re-hashing `want`), watched
+ * by wr (stolen) or, if wr is NULL, held in keep[].  Runs no Python code. */
+static int id_insert(PyObject *o, PyObject *wr, uint64_t want, bool stable, uint64_t *out) {
+    if (id_reserve() < 0 || (!wr && keep_reserve() < 0)) {
+        Py_XDECREF(wr);
+        return -1;
     }
     uint64_t cid = want;
     while (used_has(cid)) cid = as_cid(cid + 1);
-    if (used_add(cid) < 0) return -1;
+    if (used_add(cid) < 0) {
+        Py_XDECREF(wr);
+        return -1;
+    }
     size_t j = ptr_hash(o) & (id_cap - 1);
     while (id_slots[j].obj) j = (j + 1) & (id_cap - 1);
-    id_slots[j].obj = Py_NewRef(o);
-    id_slots[j].cid = cid;
-    id_slots[j].stable = stable;
+    id_slots[j] = (id_slot){.obj = o, .wr = wr, .cid = cid, .stable = stable};
+    if (!wr) {
+        id_slots[j].kidx = keep_len;
+        keep[keep_len++] = Py_NewRef(o);
+    }
     id_len++;
     *out = cid;
     return 0;
@@ -294,15 +578,38 @@ static uint64_t first_sight_cid(PyObject *o, bool *stable) {
     *stable = false;
     size_t ev = cs_trace_length(hooks_ex);
     if (ev != fresh_event) {
-        fresh_event = ev;
-        fresh_rank = 0;
-        fresh_origin = origin_of_open_step(ev);
+        /* origin_of_open_step runs Python code, so a finalizer may name
+         * objects re-entrantly meanwhile: the origin is set before the event
+         * is marked as seen, and the rank restarts only if no nested call
+         * restarted it already (ids stay unique either way: id_insert
+         * re-hashes taken ones). */
+        uint64_t origin = origin_of_open_step(ev);
+        if (ev != fresh_event) {
+            fresh_origin = origin;
+            fresh_rank = 0;
+            fresh_event = ev;
+        }
     }
     return as_cid(mix64(fresh_origin) ^ (fresh_rank++ * 0x9e3779b97f4a7c15ULL));
 }
 
-/* The canonical id of o in this execution (assigned and kept alive at first
- * sight), or -1 with an exception; *fresh = this call is the first sight. */
+/* Names o (absent from the map) with `want`: watched if it is
+ * weak-referenceable, else held.  Creating the IdRef may run Python code
+ * that names o meanwhile; then that name stands. */
+static int id_assign(PyObject *o, uint64_t want, bool stable, uint64_t *out) {
+    PyObject *wr = NULL;
+    if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(o)) && !(wr = idref_new(o))) return -1;
+    id_slot *s = id_find(o);
+    if (s) {
+        *out = s->cid;
+        Py_XDECREF(wr);
+        return 0;
+    }
+    return id_insert(o, wr, want, stable, out);
+}
+
+/* The canonical id of o in this execution (assigned at first sight), or -1
+ * with an exception; *fresh = this call is the first sight. */
 static int canon(PyObject *o, uint64_t *out, bool *stable, bool *fresh) {
     id_slot *s = id_find(o);
     *fresh = s == NULL;
@@ -311,8 +618,8 @@ static int canon(PyObject *o, uint64_t *out, bool *stable, bool *fresh) {
         *stable = s->stable;
         return 0;
     }
-    uint64_t want = first_sight_cid(o, stable);
-    return id_insert(o, want, *stable, out);
+    uint64_t want = first_sight_cid(o, stable); /* may run Python code */
+    return id_assign(o, want, *stable, out);
 }
 
 /* Rule 3: names `value` after (holder, key) unless it has a name already or
@@ -325,16 +632,126 @@ static int name_value(PyObject *value, uint64_t holder, uint64_t key) {
         return 0;
     if (id_find(value)) return 0;
     uint64_t cid;
-    return id_insert(value, as_cid(mix64(holder) ^ key ^ 0x70617468ULL), false, &cid);
+    return id_assign(value, as_cid(mix64(holder) ^ key ^ 0x70617468ULL), false, &cid);
 }
 
-/* Drops every name and reference.  The tables are detached first: a __del__
- * run by a decref may itself call a hook. */
+/* A store into a weak container (wc[k] = v): names the key and the value (if
+ * they are not immutable scalars), so that their deaths, which drop the
+ * entry, are recorded (see LIVENESS_OBJECT) even when nothing else names
+ * them. */
+static int watch_entry(PyObject *container, PyObject *key, PyObject *value) {
+    if (!observes_deaths(container)) return 0;
+    PyObject *both[2] = {key, value};
+    for (int i = 0; i < 2; i++) {
+        PyObject *o = both[i];
+        PyTypeObject *t = Py_TYPE(o);
+        if (o == Py_None || t == &PyLong_Type || t == &PyBool_Type || t == &PyFloat_Type ||
+            t == &PyUnicode_Type || t == &PyBytes_Type)
+            continue;
+        uint64_t cid;
+        bool stable, fresh;
+        if (canon(o, &cid, &stable, &fresh) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Releases, at every step end, the held objects that only the map still
+ * references, until none is left (see "object lifetimes").  The references
+ * are taken out of the tables in one batch, then dropped: the finalizers
+ * this runs may call hooks, which then find consistent tables.  0, or -1
+ * with MemoryError (nothing released). */
+int cs_hooks_sweep(void) {
+    for (;;) {
+        size_t n = 0;
+        for (size_t k = keep_len; k-- > 0;)
+            if (Py_REFCNT(keep[k]) == 1) n++;
+        if (n == 0) return 0;
+        PyObject **batch = PyMem_Malloc(n * sizeof *batch);
+        if (!batch) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        size_t b = 0;
+        /* downwards: keep_take moves the last entry, already examined, into k */
+        for (size_t k = keep_len; k-- > 0 && b < n;) {
+            if (Py_REFCNT(keep[k]) != 1) continue;
+            id_slot *s = id_probe(keep[k]);
+            assert(s && !s->wr && s->kidx == k);
+            slot_delete(s);
+            batch[b++] = keep_take(k);
+        }
+        n_released += b;
+        for (size_t i = 0; i < b; i++) Py_DECREF(batch[i]);
+        PyMem_Free(batch);
+    }
+}
+
+/* The value a store into / delete from obj is about to replace, when it can
+ * be read without running user code and the map holds something: a new
+ * reference, or NULL (none known).  -1 only on an error of the read. */
+static int replaced_item(PyObject *obj, PyObject *key, uint64_t hash, PyObject **old) {
+    *old = NULL;
+    if (!keep_len) return 0;
+    if (PyDict_CheckExact(obj)) {
+        /* hash: key_hash(key), CS_KEY_WHOLE when hashing it may run user code */
+        if (hash == CS_KEY_WHOLE) return 0;
+        *old = Py_XNewRef(_PyDict_GetItem_KnownHash(obj, key, (Py_hash_t)hash));
+        return *old || !PyErr_Occurred() ? 0 : -1;
+    }
+    if (PyList_CheckExact(obj) && PyLong_CheckExact(key)) {
+        Py_ssize_t i = PyLong_AsSsize_t(key);
+        if (i == -1 && PyErr_Occurred()) {
+            PyErr_Clear(); /* out of range for any list: the store raises */
+            return 0;
+        }
+        if (i < 0) i += PyList_GET_SIZE(obj);
+        if (i >= 0 && i < PyList_GET_SIZE(obj)) *old = Py_NewRef(PyList_GET_ITEM(obj, i));
+    }
+    return 0;
+}
+
+/* Same for an attribute: only for the generic attribute protocol with no
+ * attribute of that name on the type (no descriptor, no class default), where
+ * the value lives in the instance's own storage. */
+static int replaced_attr(PyObject *obj, PyObject *name, PyObject **old) {
+    *old = NULL;
+    PyTypeObject *t = Py_TYPE(obj);
+    if (!keep_len || !PyUnicode_CheckExact(name) || t->tp_setattro != PyObject_GenericSetAttr ||
+        t->tp_getattro != PyObject_GenericGetAttr || _PyType_Lookup(t, name))
+        return 0;
+    *old = _PyObject_GenericGetAttrWithDict(obj, name, NULL, 1);
+    return *old || !PyErr_Occurred() ? 0 : -1;
+}
+
+/* After a store or delete replaced `old` (a new reference, or NULL): if the
+ * map held it and nothing else references it now, it goes at once, and so
+ * do the held objects that only it referenced (a sweep).  -1 only when that
+ * sweep fails (MemoryError). */
+static int release_replaced(PyObject *old) {
+    if (!old) return 0;
+    id_slot *s = id_probe(old);
+    bool dropped = s && !s->wr && Py_REFCNT(old) == 2; /* ours and keep[]'s */
+    if (dropped) {
+        size_t k = s->kidx;
+        slot_delete(s);
+        Py_DECREF(keep_take(k));
+        n_released++;
+    }
+    Py_DECREF(old);
+    return dropped ? cs_hooks_sweep() : 0;
+}
+
+/* Drops every name, IdRef and held reference.  The tables are detached first:
+ * a __del__ run by a release may itself call a hook. */
 static void ids_clear(void) {
     id_slot *slots = id_slots;
     size_t cap = id_cap;
+    PyObject **held = keep;
+    size_t nheld = keep_len;
     id_slots = NULL;
     id_cap = id_len = 0;
+    keep = NULL;
+    keep_len = keep_cap = 0;
     PyMem_Free(used_ids);
     used_ids = NULL;
     used_cap = used_len = 0;
@@ -342,8 +759,12 @@ static void ids_clear(void) {
     fresh_rank = 0;
     scanned = 0;
     if (next_step) memset(next_step, 0, next_step_cap * sizeof *next_step);
-    for (size_t i = 0; i < cap; i++) Py_XDECREF(slots[i].obj);
+    /* IdRefs first (dropping one runs no Python code), so that deaths caused
+     * by the releases below find no slot of the old tables. */
+    for (size_t i = 0; i < cap; i++) Py_XDECREF(slots[i].wr);
     PyMem_Free(slots);
+    for (size_t i = 0; i < nheld; i++) Py_DECREF(held[i]);
+    PyMem_Free(held);
 }
 
 /* ------------------------------------------------------------ verbose log */
@@ -434,7 +855,7 @@ static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
     if (cs_py_check(rc) < 0) return -1;
     n_recorded++;
     if (log_list && log_access(object, key, kind & CS_KIND_MASK, site, keyobj) < 0) return -1;
-    return 0;
+    return observes_deaths(holder) ? liveness_read(site) : 0;
 }
 
 int cs_hooks_record_object(PyObject *obj, int kind) {
@@ -546,20 +967,27 @@ static PyObject *h_ga(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 /* sa(value, obj, name, site): obj.name = value */
 static PyObject *h_sa(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(4, "sa");
+    PyObject *old = NULL;
     if (hooks_ex) {
         path p;
         if (record_attr(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
         if (name_value(a[0], p.cid, p.key) < 0) return NULL;
+        if (replaced_attr(a[1], a[2], &old) < 0) return NULL;
     }
-    if (PyObject_SetAttr(a[1], a[2], a[0]) < 0) return NULL;
+    int rc = PyObject_SetAttr(a[1], a[2], a[0]);
+    if (release_replaced(old) < 0 || rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 /* da(obj, name, site): del obj.name */
 static PyObject *h_da(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "da");
-    if (hooks_ex && record_attr(a[0], a[1], KIND_WRITE, a[2], NULL) < 0) return NULL;
-    if (PyObject_DelAttr(a[0], a[1]) < 0) return NULL;
+    PyObject *old = NULL;
+    if (hooks_ex && (record_attr(a[0], a[1], KIND_WRITE, a[2], NULL) < 0 ||
+                     replaced_attr(a[0], a[1], &old) < 0))
+        return NULL;
+    int rc = PyObject_DelAttr(a[0], a[1]);
+    if (release_replaced(old) < 0 || rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -575,20 +1003,29 @@ static PyObject *h_gi(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 /* si(value, obj, key, site): obj[key] = value */
 static PyObject *h_si(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(4, "si");
+    PyObject *old = NULL;
     if (hooks_ex) {
         path p;
         if (record_item(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
         if (name_value(a[0], p.cid, p.key) < 0) return NULL;
+        if (watch_entry(a[1], a[2], a[0]) < 0) return NULL;
+        if (replaced_item(a[1], a[2], p.key, &old) < 0) return NULL;
     }
-    if (PyObject_SetItem(a[1], a[2], a[0]) < 0) return NULL;
+    int rc = PyObject_SetItem(a[1], a[2], a[0]);
+    if (release_replaced(old) < 0 || rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 /* di(obj, key, site): del obj[key] */
 static PyObject *h_di(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "di");
-    if (hooks_ex && record_item(a[0], a[1], KIND_WRITE, a[2], NULL) < 0) return NULL;
-    if (PyObject_DelItem(a[0], a[1]) < 0) return NULL;
+    PyObject *old = NULL;
+    path p;
+    if (hooks_ex && (record_item(a[0], a[1], KIND_WRITE, a[2], &p) < 0 ||
+                     replaced_item(a[0], a[1], p.key, &old) < 0))
+        return NULL;
+    int rc = PyObject_DelItem(a[0], a[1]);
+    if (release_replaced(old) < 0 || rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -1034,9 +1471,26 @@ static PyObject *h_active(PyObject *m, PyObject *unused) {
     return PyBool_FromLong(hooks_ex != NULL);
 }
 
-static PyObject *h_reset(PyObject *m, PyObject *unused) {
+/* Forgets every name (and lets go of held objects) with the hooks detached,
+ * so that finalizers this runs -- of the execution that ended -- record
+ * nothing and name nothing in the next one. */
+static void hooks_clear(void) {
+    cs_explorer *ex = hooks_ex;
+    hooks_ex = NULL;
     ids_clear();
-    n_recorded = 0;
+    n_recorded = n_released = n_retired = n_deaths = 0;
+    hooks_ex = ex;
+}
+
+static PyObject *h_reset(PyObject *m, PyObject *unused) {
+    hooks_clear();
+    Py_RETURN_NONE;
+}
+
+/* hooks_sweep(): the step-end release, for drivers that run steps without a
+ * LoopCore (the loop calls cs_hooks_sweep itself). */
+static PyObject *h_sweep(PyObject *m, PyObject *unused) {
+    if (cs_hooks_sweep() < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -1087,19 +1541,24 @@ static PyObject *h_object_id(PyObject *m, PyObject *obj) {
     return PyLong_FromUnsignedLongLong(sl->cid);
 }
 
+/* Since the last reset: accesses recorded (of objects, by the hooks),
+ * objects named (live slots), objects held now (kept_alive: not
+ * weak-referenceable), held objects released, watched objects that died,
+ * deaths recorded (as writes of LIVENESS_OBJECT, inside a step). */
 static PyObject *h_stats(PyObject *m, PyObject *unused) {
-    return Py_BuildValue("{sKsn}", "recorded", (unsigned long long)n_recorded, "kept_alive",
-                         (Py_ssize_t)id_len);
+    return Py_BuildValue("{sKsnsnsKsKsK}", "recorded", (unsigned long long)n_recorded, "named",
+                         (Py_ssize_t)id_len, "kept_alive", (Py_ssize_t)keep_len, "released",
+                         (unsigned long long)n_released, "retired", (unsigned long long)n_retired,
+                         "deaths", (unsigned long long)n_deaths);
 }
 
 /* ------------------------------------------------------------ bridge */
 
 void cs_hooks_set_explorer(cs_explorer *ex) {
-    /* A new execution (or the end of one): recorded addresses are no longer
-     * compared with each other, so the objects may go. */
+    /* A new execution (or the end of one): names are per execution. */
+    hooks_ex = NULL;
+    hooks_clear();
     hooks_ex = ex;
-    ids_clear();
-    n_recorded = 0;
 }
 
 cs_explorer *cs_hooks_get_explorer(void) { return hooks_ex; }
@@ -1129,7 +1588,9 @@ static PyMethodDef hook_methods[] = {
      "newcall(f, site, *args, **kw) -> f(*args, **kw); a fresh result is recorded as created."},
     FAST("record", h_record, "record(obj, kind, site=0, key=None): record an access."),
     {"hooks_active", h_active, METH_NOARGS, "True while an explorer is attached to the hooks."},
-    {"hooks_reset", h_reset, METH_NOARGS, "Release the objects kept alive by the hooks."},
+    {"hooks_reset", h_reset, METH_NOARGS, "Forget every name; release the objects held."},
+    {"hooks_sweep", h_sweep, METH_NOARGS,
+     "Release the held objects only the hooks reference (done at every step end)."},
     {"hooks_attach", h_attach, METH_O, "Point the hooks at an Explorer (or None)."},
     {"hooks_log", h_log, METH_O, "hooks_log(on) -> entries logged so far; switch logging."},
     {"hooks_stats", h_stats, METH_NOARGS, "Counters of the hooks."},
@@ -1141,6 +1602,33 @@ static PyMethodDef hook_methods[] = {
 };
 
 int cs_register_hooks(PyObject *module) {
+    IdRef_Type.tp_base = &_PyWeakref_RefType;
+    if (PyType_Ready(&IdRef_Type) < 0 || PyType_Ready(&Keeper_Type) < 0) return -1;
+    if (!idref_callback && !(idref_callback = PyCFunction_New(&idref_died_def, NULL))) return -1;
+    if (!weak_observer_types) {
+        PyObject *wm = PyImport_ImportModule("weakref");
+        if (!wm) return -1;
+        PyObject *t[4] = {NULL};
+        static const char *names[4] = {"WeakValueDictionary", "WeakKeyDictionary", "WeakSet",
+                                       "finalize"};
+        int ok = 1;
+        for (int i = 0; i < 4 && ok; i++) {
+            t[i] = PyObject_GetAttrString(wm, names[i]);
+            ok = t[i] && PyType_Check(t[i]);
+        }
+        Py_DECREF(wm);
+        if (ok) weak_observer_types = PyTuple_Pack(4, t[0], t[1], t[2], t[3]);
+        for (int i = 0; i < 4; i++) Py_XDECREF(t[i]);
+        if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "weakref: not a class");
+        if (!weak_observer_types) return -1;
+    }
+    if (!keeper) {
+        /* its one reference is its own (keeper_traverse): the collector never
+         * takes it for a root */
+        keeper = (PyObject *)PyObject_GC_New(PyObject, &Keeper_Type);
+        if (!keeper) return -1;
+        PyObject_GC_Track(keeper);
+    }
     /* READ / WRITE / KEY_WHOLE come from explorer.c (same values as kinds 1 / 2). */
     PyObject *cell = PyLong_FromUnsignedLongLong(CELL_KEY);
     if (!cell || PyModule_AddObject(module, "CELL_KEY", cell) < 0) {

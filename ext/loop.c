@@ -1393,6 +1393,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
         if (!task) rc = record_shared_state(h->callback, 0);
     }
     if (rc == 0) rc = run_handle(self, h);
+    if (rc == 0) rc = cs_hooks_sweep();
     if (task) {
         if (rc == 0) await_site(task, &self->site_code[ev], &self->site_line[ev]);
         Py_DECREF(task);

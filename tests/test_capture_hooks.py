@@ -177,8 +177,11 @@ def test_unknown_method_of_uninstrumented_object_is_a_write() -> None:
 
 
 def test_objects_are_kept_alive_until_reset() -> None:
+    """Objects that cannot be weakly referenced are held (weak-referenceable ones never are:
+    tests/test_capture_lifetime.py)."""
+
     class O:
-        pass
+        __slots__ = ("x",)
 
     def body() -> int:
         o = O()
