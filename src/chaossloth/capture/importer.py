@@ -310,11 +310,10 @@ def uninstall(finder: CaptureFinder) -> None:
 
 
 def is_instrumented(module: ModuleType) -> bool:
-    """The module's code is ChaosSloth's rewrite of its source."""
+    """The module's code is ChaosSloth's rewrite of its source (loaded by the finder or
+    :func:`load_file`; the same file imported plainly elsewhere is not)."""
     spec = getattr(module, "__spec__", None)
-    if isinstance(getattr(spec, "loader", None), InstrumentingLoader):
-        return True
-    return getattr(module, "__file__", None) in INSTRUMENTED_FILES
+    return isinstance(getattr(spec, "loader", None), InstrumentingLoader)
 
 
 def instrumented_modules() -> list[str]:
