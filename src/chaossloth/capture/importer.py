@@ -273,6 +273,9 @@ class CaptureFinder(importlib.abc.MetaPathFinder):
             scope = Scope(tuple(os.path.realpath(p) for p in paths), tuple(modules))
         self.scope = scope
 
+    def wants(self, fullname: str, origin: str) -> bool:
+        return self.scope.wants(fullname, origin)
+
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:  # fmt: skip
         if fullname == "chaossloth" or fullname.startswith("chaossloth."):
@@ -283,7 +286,7 @@ class CaptureFinder(importlib.abc.MetaPathFinder):
         origin = spec.origin or ""
         if not origin.endswith(".py") or not os.path.isfile(origin):
             return None
-        if not self.scope.wants(fullname, origin):
+        if not self.wants(fullname, origin):
             return None
         loader = InstrumentingLoader(fullname, origin)
         new = importlib.util.spec_from_file_location(
@@ -436,29 +439,41 @@ def activate(scope: Scope, filename: str | os.PathLike[str]) -> Activation:
     return Activation(scope, _acquire_finder(scope), saved, frozenset(sys.modules))
 
 
-#: the finder of each active scope and how many activations use it (one finder per scope)
-_active: dict[Scope, tuple[CaptureFinder, int]] = {}
+class _ActiveScopesFinder(CaptureFinder):
+    """The one finder of the active scopes: a module is instrumented when one of them wants it
+    (several runs in one process, nested or not, share it)."""
+
+    def __init__(self) -> None:
+        super().__init__(scope=Scope(()))
+
+    def wants(self, fullname: str, origin: str) -> bool:
+        with _lock:
+            scopes = list(_active)
+        return any(s.wants(fullname, origin) for s in scopes)
+
+
+#: how many activations use each active scope
+_active: dict[Scope, int] = {}
+_scopes_finder = _ActiveScopesFinder()
 
 
 def _acquire_finder(scope: Scope) -> CaptureFinder:
     with _lock:
-        finder, users = _active.get(scope, (None, 0))
-        if finder is None:
-            finder = install(scope=scope)
-        _active[scope] = (finder, users + 1)
-        return finder
+        _active[scope] = _active.get(scope, 0) + 1
+        if _scopes_finder not in sys.meta_path:
+            sys.meta_path.insert(0, _scopes_finder)
+    return _scopes_finder
 
 
 def _release_finder(scope: Scope) -> None:
     with _lock:
-        finder, users = _active.get(scope, (None, 0))
-        if finder is None:
-            return
+        users = _active.get(scope, 0)
         if users > 1:
-            _active[scope] = (finder, users - 1)
+            _active[scope] = users - 1
             return
-        del _active[scope]
-        uninstall(finder)
+        _active.pop(scope, None)
+        if not _active:
+            uninstall(_scopes_finder)
 
 
 _STDLIB_DIRS = _library_dirs(("stdlib", "platstdlib"))
