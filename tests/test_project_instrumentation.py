@@ -382,6 +382,39 @@ def test_pytest_marker_and_ini_instrument_an_installed_package(project: Path) ->
     assert "extcache/__init__.py:10 `if key not in self.data:`" in out, out
 
 
+# a helper next to the tests that conftest imports, reached by the test only dynamically
+DYN_CONFTEST = """
+import myapp.cache  # noqa: F401
+import dyn_helper  # noqa: F401
+"""
+
+DYN_TEST = """
+import asyncio
+import importlib
+
+import pytest
+
+helper = importlib.import_module("dyn_helper")
+
+
+@pytest.mark.chaossloth(max_executions=200)
+async def test_dynamic():
+    c = helper.Cache()
+    await asyncio.gather(c.get("a"), c.get("a"))
+    assert c.loads == 1, f"loaded {c.loads} times"
+"""
+
+
+def test_module_imported_before_and_reached_dynamically_is_reimported(project: Path) -> None:
+    _write(project / "tests" / "dyn_helper.py", CACHE)
+    _write(project / "tests" / "conftest.py", DYN_CONFTEST)
+    _write(project / "tests" / "test_dyn.py", DYN_TEST)
+    out, rc = _pytest(project, "tests/test_dyn.py")
+    assert rc == 1, out
+    assert "tests/dyn_helper.py:10 `if key not in self.data:`" in out, out
+    assert "dyn_helper" in out.split("instrumented:")[1], out
+
+
 # ------------------------------------------------------------------ a real editable install
 
 

@@ -101,7 +101,21 @@ def load_instrumented(
         sys.path.insert(0, directory)
     activation = importer.activate(scope, p)
     try:
-        return load_file(str(p), siblings=False), activation
+        module = load_file(str(p), siblings=False)
+        unseen = activation.unseen()
+        if unseen:
+            # imported before the run by a way the static reading of the imports missed: load
+            # again with their packages re-imported too
+            activation.restore()
+            activation = importer.activate(scope, p, also=unseen)
+            module = load_file(str(p), siblings=False)
+            unseen = activation.unseen()
+        if unseen:
+            raise InputError(
+                f"{p}: {', '.join(unseen)} would run uninstrumented: imported before the run "
+                "and not re-imported instrumented (import it by name in the file)"
+            )
+        return module, activation
     except BaseException as exc:  # noqa: BLE001 - re-raised as the user is told it
         activation.restore()
         raise _load_error(exc, p) from None

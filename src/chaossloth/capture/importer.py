@@ -401,6 +401,29 @@ class Activation:
             and self.scope.wants(name, f)
         )
 
+    def unseen(self) -> list[str]:
+        """In-scope modules that still run uninstrumented although an instrumented module of
+        this scope refers to them (a global naming the module, or a function or class defined
+        there): imported before the run, and not reached by the static reading of the imports
+        (an ``importlib.import_module``, say).  Sorted names."""
+        out: set[str] = set()
+        for name in self.instrumented():
+            mod = sys.modules.get(name)
+            for value in list(vars(mod).values()) if mod is not None else ():
+                if isinstance(value, ModuleType):
+                    owner = value.__name__
+                else:
+                    owner = getattr(value, "__module__", None)
+                    if not isinstance(owner, str) or not callable(value):
+                        continue
+                other = sys.modules.get(owner)
+                f = _module_file(other) if other is not None else None
+                if other is None or f is None or is_instrumented(other) or owner == "__main__":
+                    continue
+                if self.scope.wants(owner, f):
+                    out.add(owner)
+        return sorted(out)
+
     def restore(self) -> None:
         """Takes the scope's finder off ``sys.meta_path``, drops the modules instrumented since
         the activation and puts the saved modules back (idempotent)."""
@@ -416,12 +439,14 @@ class Activation:
             sys.modules[name] = mod
 
 
-def activate(scope: Scope, filename: str | os.PathLike[str]) -> Activation:
+def activate(
+    scope: Scope, filename: str | os.PathLike[str], also: Iterable[str] = ()
+) -> Activation:
     """Instruments `scope` for a run of the program in `filename`: installs its finder first
     on ``sys.meta_path`` and takes out of ``sys.modules`` every uninstrumented in-scope module
-    of a top-level package the file reaches (so the program's imports load them again,
-    instrumented).  Undo with :meth:`Activation.restore`."""
-    tops = reached_packages(str(filename), scope)
+    of a top-level package the file reaches, or of `also` (so the program's imports load them
+    again, instrumented).  Undo with :meth:`Activation.restore`."""
+    tops = reached_packages(str(filename), scope) | {n.partition(".")[0] for n in also}
     real = os.path.realpath(filename)
     saved: dict[str, ModuleType] = {}
     for name, mod in list(sys.modules.items()):
