@@ -502,6 +502,8 @@ def _release_finder(scope: Scope) -> None:
 
 
 _STDLIB_DIRS = _library_dirs(("stdlib", "platstdlib"))
+#: the test runner's own packages: their frames in a failure are not the program's code
+_TEST_TOOLS = frozenset({"pytest", "_pytest", "pluggy"})
 
 
 def uninstrumented_modules(files: Iterable[str]) -> list[str]:
@@ -525,7 +527,10 @@ def uninstrumented_modules(files: Iterable[str]) -> list[str]:
         if any(_under(real, d) for d in _STDLIB_DIRS) and not _in_site_packages(real):
             continue
         name = by_file.get(real)
-        out.append(name.partition(".")[0] if name is not None else file)
+        top = name.partition(".")[0] if name is not None else None
+        if top in _TEST_TOOLS:
+            continue  # pytest.fail(), pytest.raises: the test's tool, not the program
+        out.append(top if top is not None else file)
     return list(dict.fromkeys(out))
 
 
