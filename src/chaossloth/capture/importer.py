@@ -235,7 +235,7 @@ def _find_spec_elsewhere(
             continue
         try:
             spec = find(fullname, path)
-        except (ImportError, ValueError):
+        except Exception:  # noqa: BLE001, S112 - a finder that breaks on a name does not find it
             continue
         if spec is not None:
             return spec
