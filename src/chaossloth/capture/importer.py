@@ -185,15 +185,15 @@ def scope_for(
     directory, and the packages of `instrument` and of the project's pyproject.toml.  A name
     that is no installed package is an InputError."""
     file = Path(path).resolve()
-    roots = [project_root(file)]
+    projects = [project_root(file)]
     if rootdir is not None:
-        roots.append(project_root(rootdir))
-    roots += [Path.cwd().resolve(), file.parent]
+        projects.append(project_root(rootdir))
+    roots = [*projects, Path.cwd().resolve(), file.parent]
     modules: list[str] = []
     for name in instrument:
         _check_package(name, "--instrument")
         modules.append(name)
-    for root in dict.fromkeys(roots[:2]):
+    for root in dict.fromkeys(projects):
         for name in pyproject_instrument(root):
             _check_package(name, f"{root / 'pyproject.toml'}: [tool.chaossloth] instrument")
             modules.append(name)
