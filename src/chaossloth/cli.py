@@ -93,9 +93,23 @@ _METAVARS = {
     "json_path": "PATH",
     "mermaid_path": "PATH",
     "schedule_out": "PATH",
+    "instrument": "PKG",
 }
 _GROUP_TITLES = {"program": "what to run", "exploration": "exploration", "output": "output"}
 _SHORT = {"quiet": "-q"}
+
+
+class _AppendTuple(argparse.Action):
+    """A repeatable option whose value is the tuple of its uses (Config's type)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, (*getattr(namespace, self.dest), values))
 
 
 def _add_check_options(p: argparse.ArgumentParser) -> None:
@@ -112,6 +126,9 @@ def _add_check_options(p: argparse.ArgumentParser) -> None:
         if f.type == "bool":
             # a flag that turns the default off (--no-telemetry) or on (--quiet)
             kw["action"] = "store_false" if f.default else "store_true"
+        elif f.type == "tuple[str, ...]":
+            # repeatable: each use adds one value
+            kw.update(action=_AppendTuple, default=f.default, metavar=_METAVARS.get(f.name))
         else:
             kw["default"] = f.default
             kw["metavar"] = _METAVARS.get(f.name)

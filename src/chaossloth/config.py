@@ -86,6 +86,15 @@ class Config:
         "a function in FILE taking the object; it must hold after the calls",
         "--invariant",
     )
+    instrument: tuple[str, ...] = _opt(
+        "program",
+        (),
+        "also instrument the installed package PKG (top-level import name; repeatable). The "
+        "project of FILE (its root: the nearest ancestor with pyproject.toml, setup.cfg, "
+        "setup.py or .git) and the current directory are instrumented by default, libraries "
+        "are not; pyproject.toml's [tool.chaossloth] instrument = [...] adds packages too",
+        "--instrument",
+    )
 
     # -- exploration ------------------------------------------------------------------------
     strategy: str = _opt(
@@ -167,6 +176,10 @@ class Config:
                 raise InputError(f"option {f.name} must be True or False, not {v!r}")
             if f.type == "str | None" and v is not None and not isinstance(v, str):
                 raise InputError(f"option {f.name} must be a string, not {v!r}")
+            if f.type == "tuple[str, ...]" and not (
+                isinstance(v, tuple) and all(isinstance(x, str) for x in v)
+            ):
+                raise InputError(f"option {f.name} must be a tuple of strings, not {v!r}")
         _check_choice("strategy", self.strategy, ALL_STRATEGIES)
         _check_choice("timers", self.timers, TIMER_MODES)
         _check_int("tasks", self.tasks, minimum=1)

@@ -54,6 +54,8 @@ def run(
         with ctx.printer.stage(stage.name):
             stage.run(ctx)
     res.stages = list(ctx.printer.times)
+    # modules the later executions imported are instrumented too: the final list
+    res.instrumented = program.instrumented_modules()
     if config.json_path:
         try:
             rp.write_json(res.to_json(), config.json_path)

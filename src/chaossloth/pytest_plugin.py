@@ -11,13 +11,17 @@ Two ways in, both small:
 
 Options are the exploration options of :class:`chaossloth.config.Config` (``strategy``,
 ``max_executions``, ``time_limit``, ``max_steps``, ``seed``, ``timers``, ``stop_on_failure``,
-``telemetry``, ``telemetry_budget``); an unknown option or a bad value fails the test with one
-message.  Here ``telemetry`` defaults to False (stage 4's runs on the stock loop cost time that
-a test suite seldom wants).
+``telemetry``, ``telemetry_budget``) and ``instrument`` (installed packages to instrument, a
+list of top-level import names; the ini key ``chaossloth_instrument`` adds names for every
+test); an unknown option or a bad value fails the test with one message.  Here ``telemetry``
+defaults to False (stage 4's runs on the stock loop cost time that a test suite seldom wants).
 
 The scenario's file is loaded again through ChaosSloth's instrumentation (so its reads and writes
-are recorded), and the schedule file is written under ``<rootdir>/.chaossloth/`` (marker) or the
-test's ``tmp_path`` (fixture).
+are recorded) with the project instrumented as the CLI instruments it: the project of the file
+and of pytest's rootdir, the current directory, and the packages of ``instrument`` and of
+pyproject.toml's ``[tool.chaossloth]``.  Modules imported before (by collection, a conftest) are
+re-imported instrumented for the exploration and put back after it.  The schedule file is
+written under ``<rootdir>/.chaossloth/`` (marker) or the test's ``tmp_path`` (fixture).
 """
 
 from __future__ import annotations
@@ -32,9 +36,22 @@ import pytest
 
 from chaossloth import config as cfg
 from chaossloth import pipeline, scenario
+from chaossloth import report as rp
 from chaossloth.errors import InputError
 
-OPTIONS = cfg.names_of("exploration")
+OPTIONS = (*cfg.names_of("exploration"), "instrument")
+#: the ini key naming installed packages to instrument in every explored test
+INI_INSTRUMENT = "chaossloth_instrument"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        INI_INSTRUMENT,
+        "installed packages (top-level import names) ChaosSloth instruments in every explored "
+        "test, besides the project",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -53,12 +70,26 @@ def options_config(options: Mapping[str, Any], schedule_out: str | os.PathLike[s
         raise InputError(
             f"unknown chaossloth option(s): {', '.join(not_here)} (options: {', '.join(OPTIONS)})"
         )
-    return cfg.DEFAULTS.replace(telemetry=False, schedule_out=str(schedule_out), **options)
+    opts = dict(options)
+    if "instrument" in opts:
+        opts["instrument"] = _names(opts["instrument"])
+    return cfg.DEFAULTS.replace(telemetry=False, schedule_out=str(schedule_out), **opts)
 
 
-def check_function(fn: Callable[[], Any], config: cfg.Config) -> Any:
-    """Explores an ``async def`` scenario defined at module level in a file; returns the
-    pipeline's Result."""
+def _names(value: Any) -> tuple[str, ...]:
+    """The marker's ``instrument``: a package name or a list of them."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise InputError(f"option instrument must be a package name or a list of them, not {value!r}")
+
+
+def check_function(
+    fn: Callable[[], Any], config: cfg.Config, rootdir: str | os.PathLike[str] | None = None
+) -> Any:
+    """Explores an ``async def`` scenario defined at module level in a file, its project (and
+    `rootdir`'s, pytest's rootdir) instrumented; returns the pipeline's Result."""
     if not inspect.iscoroutinefunction(fn):
         raise InputError("a scenario must be an async def with no parameters")
     path = inspect.getsourcefile(fn)
@@ -66,39 +97,64 @@ def check_function(fn: Callable[[], Any], config: cfg.Config) -> Any:
         raise InputError(f"cannot find the source file of {fn.__qualname__}")
     if "." in fn.__qualname__:
         raise InputError(f"{fn.__qualname__}: a scenario must be defined at module level")
-    program = scenario.load(path, config.replace(scenario=fn.__name__))
-    return pipeline.run(program, config, None)
+    program = scenario.load(path, config.replace(scenario=fn.__name__), rootdir=rootdir)
+    try:
+        return pipeline.run(program, config, None)
+    finally:
+        program.release()
 
 
 class ChaosSlothFixture:
-    """What the ``chaossloth`` fixture hands a test."""
+    """What the ``chaossloth`` fixture hands a test: `rootdir` (pytest's) and `instrument`
+    (the ini key's packages) set the instrumented scope with the options' ``instrument``."""
 
-    def __init__(self, out_dir: Path) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        rootdir: str | os.PathLike[str] | None = None,
+        instrument: tuple[str, ...] = (),
+    ) -> None:
         self.out_dir = out_dir
+        self.rootdir = rootdir
+        self.instrument = instrument
 
     def explore(self, scenario: Callable[[], Any], **options: Any) -> Any:
         name = getattr(scenario, "__name__", "scenario")
         try:
             config = options_config(options, self.out_dir / f"{name}.schedule.json")
+            if self.instrument:
+                config = config.replace(instrument=(*self.instrument, *config.instrument))
         except InputError as exc:
             pytest.fail(f"chaossloth: {exc}", pytrace=False)
         try:
-            result = check_function(scenario, config)
+            result = check_function(scenario, config, self.rootdir)
         except InputError as exc:
             pytest.fail(f"ChaosSloth cannot explore {name}: {exc}", pytrace=False)
         if result.failed:
+            findings = "".join(f"\n  {f.text}" for f in result.findings[:3])
+            unseen = (
+                f"\n  {rp.uninstrumented_line(result.uninstrumented)}"
+                if result.uninstrumented
+                else ""
+            )
             pytest.fail(
                 f"ChaosSloth found a failing schedule ({result.hazard}): "
-                f"{result.failure_type}: {result.failure_message}\n"
+                f"{result.failure_type}: {result.failure_message}{findings}{unseen}\n"
+                f"{rp.instrumented_line(result.instrumented)}\n"
                 f"replay it with: chaossloth replay {result.schedule_file}",
                 pytrace=False,
             )
         return result
 
 
+def _fixture_for(config: pytest.Config, out_dir: Path) -> ChaosSlothFixture:
+    instrument = tuple(config.getini(INI_INSTRUMENT))
+    return ChaosSlothFixture(out_dir, str(config.rootpath), instrument)
+
+
 @pytest.fixture
-def chaossloth(tmp_path: Path) -> ChaosSlothFixture:
-    return ChaosSlothFixture(tmp_path)
+def chaossloth(tmp_path: Path, request: pytest.FixtureRequest) -> ChaosSlothFixture:
+    return _fixture_for(request.config, tmp_path)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -122,5 +178,5 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         )
     out_dir = Path(str(pyfuncitem.config.rootpath)) / ".chaossloth"
     out_dir.mkdir(parents=True, exist_ok=True)
-    ChaosSlothFixture(out_dir).explore(func, **dict(marker.kwargs))
+    _fixture_for(pyfuncitem.config, out_dir).explore(func, **dict(marker.kwargs))
     return True

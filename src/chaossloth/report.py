@@ -396,3 +396,37 @@ def mermaid(steps: list[DiagramStep], *, title: str = "", highlight: Finding | N
             span += "," + _mermaid_id(tasks[-1], used)
         lines.append(f"    Note over {span}: {_mermaid_text(HAZARD_TITLE[highlight.hazard])}")
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ instrumentation scope
+
+
+def instrumented_line(modules: Sequence[str]) -> str:
+    """The report's line naming the modules that ran instrumented."""
+    if not modules:
+        return "instrumented: no module"
+    return f"instrumented: {len(modules)} module(s): {', '.join(modules)}"
+
+
+def uninstrumented_line(modules: Sequence[str]) -> str:
+    """What the report says when the failing schedule runs through code that was not
+    instrumented (its accesses were not seen, so no hazard is guessed from them)."""
+    names = [m for m in modules if not m.endswith(".py")]
+    files = [m for m in modules if m.endswith(".py")]
+    parts = []
+    if names:
+        which = "module" if len(names) == 1 else "modules"
+        flags = " ".join(f"--instrument {n}" for n in names)
+        parts.append(
+            f"the failure passes through uninstrumented {which} {', '.join(names)}: add {flags}"
+        )
+    if files:
+        parts.append(f"the failure passes through uninstrumented code in {', '.join(files)}")
+    return "; ".join(parts)
+
+
+def instrumentation_json(
+    instrumented: Sequence[str], uninstrumented: Sequence[str]
+) -> dict[str, Any]:
+    """The JSON report's fields about the instrumented scope."""
+    return {"instrumented": list(instrumented), "uninstrumented": list(uninstrumented)}

@@ -18,14 +18,15 @@ import inspect
 import os
 import sys
 import traceback
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from chaossloth import serial
-from chaossloth.capture.importer import load_file
+from chaossloth.capture import importer
+from chaossloth.capture.importer import Activation, load_file
 from chaossloth.config import Config
 from chaossloth.errors import InputError
 from chaossloth.loop import ControlledLoop
@@ -66,31 +67,70 @@ def _user_frame_summary(exc: BaseException, path: Path) -> str:
     return where
 
 
-def load_module(path: str | os.PathLike[str]) -> ModuleType:
+def load_module(
+    path: str | os.PathLike[str],
+    instrument: Sequence[str] = (),
+    rootdir: str | os.PathLike[str] | None = None,
+) -> ModuleType:
     """Loads the user's file as an instrumented module (through the capture import hook: a file
     loaded without instrumentation would report no access, and DPOR would call any program
-    race-free after one execution).
+    race-free after one execution).  See :func:`load_instrumented`."""
+    return load_instrumented(path, instrument, rootdir)[0]
+
+
+def load_instrumented(
+    path: str | os.PathLike[str],
+    instrument: Sequence[str] = (),
+    rootdir: str | os.PathLike[str] | None = None,
+) -> tuple[ModuleType, Activation]:
+    """Loads the user's file as an instrumented module with its project instrumented (the
+    project of the file and of `rootdir`, pytest's rootdir, the current directory, and the
+    installed packages of `instrument` and of pyproject.toml's ``[tool.chaossloth]``: see
+    :mod:`chaossloth.capture.importer`); returns the module and the activation of that scope
+    (:meth:`~chaossloth.capture.importer.Activation.restore` puts the modules imported before
+    back).  An unknown package name is an InputError.
 
     The file's directory is put on ``sys.path`` (as ``python file.py`` would) so that it can
     import its siblings.
     """
     p = Path(path).resolve()
     _check_source(p)
+    scope = importer.scope_for(p, instrument, rootdir)
     directory = str(p.parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)
+    activation = importer.activate(scope, p)
     try:
-        return load_file(str(p))
-    except InputError:
-        raise
-    except SyntaxError as exc:
+        module = load_file(str(p), siblings=False)
+        unseen = activation.unseen()
+        if unseen:
+            # imported before the run by a way the static reading of the imports missed: load
+            # again with their packages re-imported too
+            activation.restore()
+            activation = importer.activate(scope, p, also=unseen)
+            module = load_file(str(p), siblings=False)
+            unseen = activation.unseen()
+        if unseen:
+            raise InputError(
+                f"{p}: {', '.join(unseen)} would run uninstrumented: imported before the run "
+                "and not re-imported instrumented (import it by name in the file)"
+            )
+        return module, activation
+    except BaseException as exc:  # noqa: BLE001 - re-raised as the user is told it
+        activation.restore()
+        raise _load_error(exc, p) from None
+
+
+def _load_error(exc: BaseException, p: Path) -> BaseException:
+    """What loading the user's file raised, as the user is told it: one InputError, except an
+    interrupt or exit."""
+    if isinstance(exc, (InputError, KeyboardInterrupt, SystemExit)):
+        return exc
+    if isinstance(exc, SyntaxError):
         line = exc.lineno if exc.lineno is not None else "?"
-        raise InputError(f"{exc.filename or p}:{line}: syntax error: {exc.msg}") from None
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001
-        where = _user_frame_summary(exc, p) or str(p)
-        raise InputError(f"{where}: loading the file raised {type(exc).__name__}: {exc}") from None
+        return InputError(f"{exc.filename or p}:{line}: syntax error: {exc.msg}")
+    where = _user_frame_summary(exc, p) or str(p)
+    return InputError(f"{where}: loading the file raised {type(exc).__name__}: {exc}")
 
 
 def _defined_in(obj: Any, module: ModuleType, path: Path) -> bool:
@@ -147,10 +187,30 @@ class Program:
     init_args: str | None = None
     oracle: Callable[[Any], Any] | None = None
     module: ModuleType | None = field(default=None, repr=False)
+    #: the installed packages instrumented on request (--instrument, pyproject.toml)
+    instrument: tuple[str, ...] = ()
+    #: the instrumented scope of the run; `release` ends it
+    imports: Activation | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Ends the run's instrumentation scope: the modules imported before the program was
+        loaded are back in ``sys.modules`` (the pytest plugin, after each test)."""
+        if self.imports is not None:
+            self.imports.restore()
+
+    def instrumented_modules(self) -> list[str]:
+        """The names of the modules this program runs instrumented (so far: a module the
+        program imports later is instrumented when it is imported), sorted."""
+        names = set(self.imports.instrumented()) if self.imports is not None else set()
+        if self.module is not None:
+            names.add(self.module.__name__)
+        return sorted(names)
 
     def describe(self) -> dict[str, Any]:
         """The `program` section of a schedule file."""
         d: dict[str, Any] = {"path": self.path, "sha256": self.sha256}
+        if self.instrument:
+            d["instrument"] = list(self.instrument)
         if self.scenario is not None:
             d["scenario"] = self.scenario
         else:
@@ -200,13 +260,31 @@ def find_scenario(module: ModuleType, path: str | os.PathLike[str], name: str | 
     return name
 
 
-def load_scenario(path: str | os.PathLike[str], name: str | None = None) -> Program:
-    """Loads the file and returns the program running scenario `name`."""
+def load_scenario(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    instrument: Sequence[str] = (),
+    rootdir: str | os.PathLike[str] | None = None,
+) -> Program:
+    """Loads the file (its project instrumented, see :func:`load_instrumented`) and returns the
+    program running scenario `name`."""
     p = Path(path).resolve()
-    module = load_module(p)
-    chosen = find_scenario(module, p, name)
+    module, imports = load_instrumented(p, instrument, rootdir)
+    try:
+        chosen = find_scenario(module, p, name)
+    except BaseException:
+        imports.restore()
+        raise
     fn = vars(module)[chosen]
-    return Program(path=str(p), sha256=file_sha256(p), factory=fn, scenario=chosen, module=module)
+    return Program(
+        path=str(p),
+        sha256=file_sha256(p),
+        factory=fn,
+        scenario=chosen,
+        module=module,
+        instrument=tuple(instrument),
+        imports=imports,
+    )
 
 
 # ------------------------------------------------------------------ workloads
@@ -287,14 +365,37 @@ def load_workload(
     tasks: int = 2,
     args: str | None = None,
     init_args: str | None = None,
+    instrument: Sequence[str] = (),
+    rootdir: str | os.PathLike[str] | None = None,
 ) -> Program:
-    """Loads the file and builds the `--cls/--method` workload with its serializability oracle."""
+    """Loads the file (its project instrumented, see :func:`load_instrumented`) and builds the
+    `--cls/--method` workload with its serializability oracle."""
     p = Path(path).resolve()
     if not isinstance(tasks, int) or tasks < 1:
         raise InputError(f"the number of concurrent calls must be at least 1 (got {tasks!r})")
     call_args = parse_literal(args, "--args")
     ctor_args = parse_literal(init_args, "--init-args")
-    module = load_module(p)
+    module, imports = load_instrumented(p, instrument, rootdir)
+    try:
+        program = _workload(p, module, cls, method, tasks, call_args, ctor_args)
+    except BaseException:
+        imports.restore()
+        raise
+    program.args, program.init_args = args, init_args
+    program.instrument, program.imports = tuple(instrument), imports
+    return program
+
+
+def _workload(
+    p: Path,
+    module: ModuleType,
+    cls: str,
+    method: str,
+    tasks: int,
+    call_args: tuple[Any, ...],
+    ctor_args: tuple[Any, ...],
+) -> Program:
+    """The workload of class `cls` in the loaded module (its names checked)."""
     cls_obj = vars(module).get(cls)
     if cls_obj is None or not inspect.isclass(cls_obj):
         classes = sorted(
@@ -343,8 +444,6 @@ def load_workload(
         cls=cls,
         method=method,
         tasks=tasks,
-        args=args,
-        init_args=init_args,
         oracle=work.make_oracle(),
         module=module,
     )
@@ -353,9 +452,11 @@ def load_workload(
 # ------------------------------------------------------------------ the program of a run
 
 
-def load(path: str, config: Config) -> Program:
+def load(path: str, config: Config, *, rootdir: str | os.PathLike[str] | None = None) -> Program:
     """Loads the program under test that `config` names: its scenario, or its --cls/--method
-    workload (``tasks``, ``args``, ``init_args``)."""
+    workload (``tasks``, ``args``, ``init_args``), with its project and the packages of
+    ``instrument`` instrumented (`rootdir`: pytest's rootdir, whose project is instrumented
+    too)."""
     c = config
     if c.cls is not None or c.method is not None:
         if c.cls is None or c.method is None:
@@ -367,10 +468,12 @@ def load(path: str, config: Config) -> Program:
                 f"--tasks {c.tasks}: the serializability oracle compares with every serial "
                 f"order of the calls, so at most {serial.MAX_CALLS} concurrent calls are supported"
             )
-        return load_workload(path, c.cls, c.method, c.tasks, c.args, c.init_args)
+        return load_workload(
+            path, c.cls, c.method, c.tasks, c.args, c.init_args, c.instrument, rootdir
+        )
     if c.args is not None or c.init_args is not None:
         raise InputError("--args and --init-args need --cls and --method")
-    return load_scenario(path, c.scenario)
+    return load_scenario(path, c.scenario, c.instrument, rootdir)
 
 
 def oracle_with_invariant(program: Program, name: str | None) -> Callable[[Any], Any] | None:

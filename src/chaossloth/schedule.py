@@ -230,14 +230,23 @@ def load_program(sched: ScheduleFile, path: str | os.PathLike[str] | None = None
     ProgramChangedWarning if the file's SHA-256 is not the recorded one."""
     prog = sched.program
     file = Path(path) if path is not None else Path(prog["path"])
+    instrument = prog.get("instrument", [])
+    if not isinstance(instrument, list) or not all(isinstance(n, str) for n in instrument):
+        raise InputError("schedule: program 'instrument' must be a list of package names")
     if "scenario" in prog:
-        program = scenario.load_scenario(file, prog["scenario"])
+        program = scenario.load_scenario(file, prog["scenario"], instrument)
     else:
         tasks = prog.get("tasks", DEFAULTS.tasks)
         if not isinstance(tasks, int):
             raise InputError("schedule: program 'tasks' must be an integer")
         program = scenario.load_workload(
-            file, prog["cls"], prog["method"], tasks, prog.get("args"), prog.get("init_args")
+            file,
+            prog["cls"],
+            prog["method"],
+            tasks,
+            prog.get("args"),
+            prog.get("init_args"),
+            instrument,
         )
     if program.sha256 != prog["sha256"]:
         warnings.warn(

@@ -1,22 +1,41 @@
-"""The import hook that instruments the user's modules, and ``load_file`` for the CLI.
+"""The import hook that instruments the user's modules, ``load_file`` for the CLI, and the
+project scope: which modules a run instruments.
 
 Only modules chosen by the caller are instrumented: a file given by path, the modules found in
 the directories given to :func:`install` (never anything under ``site-packages`` or the
 standard library unless its name is passed explicitly), and modules named explicitly.
 Instrumented code is compiled from source every time (no ``.pyc`` is read or written), with the
 real filename so that tracebacks and ``linecache`` show the user's lines.
+
+The project scope (:class:`Scope`, :func:`scope_for`): a run instruments every module whose
+file lives under the project root (the nearest ancestor of the program's file, or of pytest's
+rootdir, holding one of :data:`PROJECT_MARKERS`; else the file's directory) or under the
+current directory, except the installed libraries (site-packages, dist-packages, the standard
+library), virtualenvs inside the project (``.venv``, ``venv``, any directory holding
+``pyvenv.cfg``), ``build/`` and ChaosSloth itself; plus the installed packages named by
+``--instrument`` and ``[tool.chaossloth] instrument`` in the project's pyproject.toml.  An
+editable install of the user's package resolves to files under the project: instrumented.
+
+Modules imported before the run (by pytest's collection, a conftest) would run uninstrumented:
+:func:`activate` re-imports them instrumented for the run (every in-scope module of a top-level
+package the program's file reaches by its imports, statically) and :meth:`Activation.restore`
+puts the originals back.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import site
 import sys
 import sysconfig
 import threading
+import tomllib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,13 +59,187 @@ def _register_file(filename: str) -> None:
             _files_registered = True
 
 
-def _library_dirs() -> list[str]:
+def _library_dirs(
+    keys: tuple[str, ...] = ("stdlib", "platstdlib", "purelib", "platlib"),
+) -> list[str]:
+    """The installed libraries: the standard library and the site-packages directories."""
     out = []
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+    for key in keys:
         p = sysconfig.get_paths().get(key)
         if p:
             out.append(os.path.realpath(p))
-    return out
+    for p in site.getsitepackages() if "purelib" in keys else ():
+        out.append(os.path.realpath(p))
+    return list(dict.fromkeys(out))
+
+
+def _in_site_packages(real: str) -> bool:
+    return any(part in ("site-packages", "dist-packages") for part in real.split(os.sep))
+
+
+#: what marks a project's root directory
+PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+#: directory names under a root that are never the user's code (virtualenvs, build output)
+_SKIPPED_DIRS = frozenset({".venv", "venv", "build", "site-packages", "dist-packages"})
+#: ChaosSloth's own package directory: never instrumented
+_OWN_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def project_root(start: str | os.PathLike[str]) -> Path:
+    """The nearest ancestor of `start` (a file or a directory) holding one of PROJECT_MARKERS;
+    else `start`'s directory."""
+    p = Path(start).resolve()
+    first = p if p.is_dir() else p.parent
+    for d in (first, *first.parents):
+        if any((d / m).exists() for m in PROJECT_MARKERS):
+            return d
+    return first
+
+
+def pyproject_instrument(root: str | os.PathLike[str]) -> tuple[str, ...]:
+    """``[tool.chaossloth] instrument`` of the pyproject.toml in `root` (none: ())."""
+    path = Path(root) / "pyproject.toml"
+    if not path.is_file():
+        return ()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the file ({exc})") from None
+    tool = data.get("tool", {})
+    section = tool.get("chaossloth", {}) if isinstance(tool, dict) else {}
+    value = section.get("instrument", []) if isinstance(section, dict) else []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(
+            f"{path}: [tool.chaossloth] instrument must be a list of package names, not {value!r}"
+        )
+    return tuple(value)
+
+
+def _in_venv_or_build(real: str, root: str) -> bool:
+    """`real` (a file under `root`) lies in a virtualenv or build directory inside `root`."""
+    parts = os.path.relpath(real, root).split(os.sep)[:-1]
+    d = root
+    for part in parts:
+        if part in _SKIPPED_DIRS:
+            return True
+        d = os.path.join(d, part)
+        if os.path.exists(os.path.join(d, "pyvenv.cfg")):
+            return True
+    return False
+
+
+def _under(real: str, directory: str) -> bool:
+    return real == directory or real.startswith(directory + os.sep)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a run instruments: source files under `roots` (see the module docstring for what
+    is left out) and the modules named in `modules` with their submodules."""
+
+    roots: tuple[str, ...]
+    modules: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = field(default_factory=lambda: tuple(_library_dirs()))
+
+    def wants_name(self, fullname: str) -> bool:
+        return any(fullname == m or fullname.startswith(m + ".") for m in self.modules)
+
+    def wants_file(self, origin: str) -> bool:
+        real = os.path.realpath(origin)
+        if _under(real, _OWN_DIR) or _in_site_packages(real):
+            return False
+        if any(_under(real, d) for d in self.excluded):
+            return False
+        return any(_under(real, root) and not _in_venv_or_build(real, root) for root in self.roots)
+
+    def wants(self, fullname: str, origin: str) -> bool:
+        """The module `fullname` whose file is `origin` is instrumented in this scope."""
+        if fullname == "chaossloth" or fullname.startswith("chaossloth."):
+            return False
+        return self.wants_name(fullname) or self.wants_file(origin)
+
+
+def _check_package(name: str, where: str) -> None:
+    """`name` is an installed top-level module or package that may be instrumented."""
+    if not name or not all(part.isidentifier() for part in name.split(".")):
+        raise InputError(f"{where}: {name!r} is not a module name")
+    top = name.partition(".")[0]
+    if top in sys.stdlib_module_names:
+        raise InputError(
+            f"{where}: {name} is part of the standard library, which ChaosSloth models and "
+            "does not instrument"
+        )
+    if top == "chaossloth":
+        raise InputError(f"{where}: ChaosSloth does not instrument itself")
+    if locate(name) is None:
+        raise InputError(f"{where}: no installed package or module named {name!r}")
+
+
+def scope_for(
+    path: str | os.PathLike[str],
+    instrument: Iterable[str] = (),
+    rootdir: str | os.PathLike[str] | None = None,
+) -> Scope:
+    """The scope of a run of the program in file `path`: the project of `path` (and of
+    `rootdir`, pytest's rootdir, when given), the current directory, the file's own
+    directory, and the packages of `instrument` and of the project's pyproject.toml.  A name
+    that is no installed package is an InputError."""
+    file = Path(path).resolve()
+    projects = [project_root(file)]
+    if rootdir is not None:
+        projects.append(project_root(rootdir))
+    roots = [*projects, Path.cwd().resolve(), file.parent]
+    modules: list[str] = []
+    for name in instrument:
+        _check_package(name, "--instrument")
+        modules.append(name)
+    for root in dict.fromkeys(projects):
+        for name in pyproject_instrument(root):
+            _check_package(name, f"{root / 'pyproject.toml'}: [tool.chaossloth] instrument")
+            modules.append(name)
+    unique_roots = tuple(dict.fromkeys(os.path.realpath(r) for r in roots))
+    return Scope(unique_roots, tuple(dict.fromkeys(modules)))
+
+
+def locate(fullname: str) -> str | None:
+    """The file the module `fullname` would be loaded from, found without importing anything
+    (a namespace package: its first directory; not found: None).  Asks the finders on
+    ``sys.meta_path`` (an editable install's finder too), ChaosSloth's own excepted."""
+    parts = fullname.split(".")
+    search: list[str] | None = None
+    origin: str | None = None
+    for i in range(len(parts)):
+        name = ".".join(parts[: i + 1])
+        spec = _find_spec_elsewhere(name, search)
+        if spec is None:
+            return None
+        origin = spec.origin if spec.has_location else None
+        locations = spec.submodule_search_locations
+        search = list(locations) if locations is not None else None
+        if origin is None and search:
+            origin = search[0]
+        if i < len(parts) - 1 and search is None:
+            return None
+    return origin
+
+
+def _find_spec_elsewhere(
+    fullname: str, path: Sequence[str] | None
+) -> importlib.machinery.ModuleSpec | None:
+    """The spec the other finders on ``sys.meta_path`` give `fullname` (none: None)."""
+    for finder in list(sys.meta_path):
+        if isinstance(finder, CaptureFinder):
+            continue
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(fullname, path)
+        except Exception:  # noqa: BLE001, S112 - a finder that breaks on a name does not find it
+            continue
+        if spec is not None:
+            return spec
+    return None
 
 
 class InstrumentingLoader(importlib.machinery.SourceFileLoader):
@@ -69,34 +262,31 @@ class InstrumentingLoader(importlib.machinery.SourceFileLoader):
 
 class CaptureFinder(importlib.abc.MetaPathFinder):
     """Finds the modules to instrument: names in `modules` (and their submodules), and source
-    files under `paths` that are not part of the installed libraries."""
+    files under `paths` that are not part of the installed libraries, a virtualenv or a build
+    directory (see :class:`Scope`).  The spec comes from the other finders (``PathFinder``, an
+    editable install's finder, pytest's assertion rewriter): a module whose source is a ``.py``
+    file in scope is loaded from that file, instrumented."""
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]] = (),
-                 modules: Iterable[str] = ()) -> None:  # fmt: skip
-        self.paths = [os.path.realpath(p) for p in paths]
-        self.modules = set(modules)
-        self.excluded = _library_dirs()
+                 modules: Iterable[str] = (), scope: Scope | None = None) -> None:  # fmt: skip
+        if scope is None:
+            scope = Scope(tuple(os.path.realpath(p) for p in paths), tuple(modules))
+        self.scope = scope
 
-    def _wanted_name(self, fullname: str) -> bool:
-        return any(fullname == m or fullname.startswith(m + ".") for m in self.modules)
-
-    def _wanted_file(self, origin: str) -> bool:
-        real = os.path.realpath(origin)
-        if any(real.startswith(d + os.sep) for d in self.excluded):
-            return False
-        return any(real.startswith(p + os.sep) for p in self.paths)
+    def wants(self, fullname: str, origin: str) -> bool:
+        return self.scope.wants(fullname, origin)
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:  # fmt: skip
-        if fullname.startswith("chaossloth"):
+        if fullname == "chaossloth" or fullname.startswith("chaossloth."):
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+        spec = _find_spec_elsewhere(fullname, path)
+        if spec is None or not spec.has_location:
             return None
         origin = spec.origin or ""
-        if not origin.endswith(".py"):
+        if not origin.endswith(".py") or not os.path.isfile(origin):
             return None
-        if not (self._wanted_name(fullname) or self._wanted_file(origin)):
+        if not self.wants(fullname, origin):
             return None
         loader = InstrumentingLoader(fullname, origin)
         new = importlib.util.spec_from_file_location(
@@ -107,10 +297,10 @@ class CaptureFinder(importlib.abc.MetaPathFinder):
 
 
 def install(paths: Iterable[str | os.PathLike[str]] = (),
-            modules: Iterable[str] = ()) -> CaptureFinder:  # fmt: skip
+            modules: Iterable[str] = (), scope: Scope | None = None) -> CaptureFinder:  # fmt: skip
     """Puts a finder first on ``sys.meta_path``; undo with :func:`uninstall`.  Modules already
-    imported are not re-imported."""
-    finder = CaptureFinder(paths, modules)
+    imported are not re-imported (see :func:`activate`)."""
+    finder = CaptureFinder(paths, modules, scope)
     sys.meta_path.insert(0, finder)
     return finder
 
@@ -122,15 +312,241 @@ def uninstall(finder: CaptureFinder) -> None:
         pass
 
 
+def is_instrumented(module: ModuleType) -> bool:
+    """The module's code is ChaosSloth's rewrite of its source (loaded by the finder or
+    :func:`load_file`; the same file imported plainly elsewhere is not)."""
+    spec = getattr(module, "__spec__", None)
+    return isinstance(getattr(spec, "loader", None), InstrumentingLoader)
+
+
+def instrumented_modules() -> list[str]:
+    """The names of the instrumented modules now in ``sys.modules``, sorted."""
+    return sorted(n for n, m in list(sys.modules.items()) if m is not None and is_instrumented(m))
+
+
+def _module_file(module: ModuleType) -> str | None:
+    f = getattr(module, "__file__", None)
+    return f if isinstance(f, str) and f.endswith(".py") else None
+
+
+def _imported_names(filename: str, package: str) -> set[str]:
+    """The absolute names of the modules a source file imports (every ``import`` and
+    ``from ... import`` anywhere in it, relative ones resolved against `package`; for
+    ``from a import b`` both ``a`` and ``a.b``).  An unreadable file imports nothing seen."""
+    try:
+        tree = ast.parse(Path(filename).read_bytes(), filename)
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                try:
+                    base = importlib.util.resolve_name("." * node.level + base, package)
+                except (ImportError, ValueError):
+                    continue
+            if base:
+                out.add(base)
+                out.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return out
+
+
+def reached_packages(filename: str, scope: Scope, package: str = "") -> set[str]:
+    """The top-level names of the in-scope modules the file reaches through its imports, read
+    statically and transitively through in-scope modules (already imported or not)."""
+    seen_files: set[str] = set()
+    tops: set[str] = set()
+    todo = [(filename, package)]
+    while todo:
+        file, pkg = todo.pop()
+        real = os.path.realpath(file)
+        if real in seen_files:
+            continue
+        seen_files.add(real)
+        for name in _imported_names(file, pkg):
+            mod = sys.modules.get(name)
+            origin = _module_file(mod) if mod is not None else locate(name)
+            if origin is None or not origin.endswith(".py") or not scope.wants(name, origin):
+                continue
+            tops.add(name.partition(".")[0])
+            is_pkg = os.path.basename(origin) == "__init__.py"
+            todo.append((origin, name if is_pkg else name.rpartition(".")[0]))
+    return tops
+
+
+@dataclass
+class Activation:
+    """The scope a run instruments, live: its finder is on ``sys.meta_path``, and the modules
+    it re-imports instrumented are out of ``sys.modules`` until :meth:`restore`."""
+
+    scope: Scope
+    finder: CaptureFinder
+    #: the uninstrumented modules taken out of sys.modules, to put back
+    saved: dict[str, ModuleType] = field(default_factory=dict)
+    #: the names in sys.modules when the activation began
+    before: frozenset[str] = frozenset()
+    restored: bool = False
+
+    def instrumented(self) -> list[str]:
+        """The instrumented modules of this scope now in ``sys.modules``, sorted."""
+        return sorted(
+            name
+            for name, mod in list(sys.modules.items())
+            if mod is not None
+            and is_instrumented(mod)
+            and (f := _module_file(mod)) is not None
+            and self.scope.wants(name, f)
+        )
+
+    def unseen(self) -> list[str]:
+        """In-scope modules that still run uninstrumented although an instrumented module of
+        this scope refers to them (a global naming the module, or a function or class defined
+        there): imported before the run, and not reached by the static reading of the imports
+        (an ``importlib.import_module``, say).  Sorted names."""
+        out: set[str] = set()
+        for name in self.instrumented():
+            mod = sys.modules.get(name)
+            for value in list(vars(mod).values()) if mod is not None else ():
+                if isinstance(value, ModuleType):
+                    owner = value.__name__
+                else:
+                    owner = getattr(value, "__module__", None)
+                    if not isinstance(owner, str) or not callable(value):
+                        continue
+                other = sys.modules.get(owner)
+                f = _module_file(other) if other is not None else None
+                if other is None or f is None or is_instrumented(other) or owner == "__main__":
+                    continue
+                if self.scope.wants(owner, f):
+                    out.add(owner)
+        return sorted(out)
+
+    def restore(self) -> None:
+        """Takes the scope's finder off ``sys.meta_path``, drops the modules instrumented since
+        the activation and puts the saved modules back (idempotent)."""
+        if self.restored:
+            return
+        self.restored = True
+        _release_finder(self.scope)
+        for name in [n for n in list(sys.modules) if n not in self.before]:
+            mod = sys.modules.get(name)
+            if mod is not None and is_instrumented(mod):
+                del sys.modules[name]
+        for name, mod in self.saved.items():
+            sys.modules[name] = mod
+
+
+def activate(
+    scope: Scope, filename: str | os.PathLike[str], also: Iterable[str] = ()
+) -> Activation:
+    """Instruments `scope` for a run of the program in `filename`: installs its finder first
+    on ``sys.meta_path`` and takes out of ``sys.modules`` every uninstrumented in-scope module
+    of a top-level package the file reaches, or of `also` (so the program's imports load them
+    again, instrumented).  Undo with :meth:`Activation.restore`."""
+    tops = reached_packages(str(filename), scope) | {n.partition(".")[0] for n in also}
+    real = os.path.realpath(filename)
+    saved: dict[str, ModuleType] = {}
+    for name, mod in list(sys.modules.items()):
+        if mod is None or name == "__main__" or is_instrumented(mod):
+            continue
+        origin = _module_file(mod)
+        if origin is None:
+            continue
+        # the program's own file as pytest imported it is replaced by load_file: saved too
+        own = os.path.realpath(origin) == real
+        if not own and (name.partition(".")[0] not in tops or not scope.wants(name, origin)):
+            continue
+        saved[name] = mod
+        del sys.modules[name]
+    return Activation(scope, _acquire_finder(scope), saved, frozenset(sys.modules))
+
+
+class _ActiveScopesFinder(CaptureFinder):
+    """The one finder of the active scopes: a module is instrumented when one of them wants it
+    (several runs in one process, nested or not, share it)."""
+
+    def __init__(self) -> None:
+        super().__init__(scope=Scope(()))
+
+    def wants(self, fullname: str, origin: str) -> bool:
+        with _lock:
+            scopes = list(_active)
+        return any(s.wants(fullname, origin) for s in scopes)
+
+
+#: how many activations use each active scope
+_active: dict[Scope, int] = {}
+_scopes_finder = _ActiveScopesFinder()
+
+
+def _acquire_finder(scope: Scope) -> CaptureFinder:
+    with _lock:
+        _active[scope] = _active.get(scope, 0) + 1
+        if _scopes_finder not in sys.meta_path:
+            sys.meta_path.insert(0, _scopes_finder)
+    return _scopes_finder
+
+
+def _release_finder(scope: Scope) -> None:
+    with _lock:
+        users = _active.get(scope, 0)
+        if users > 1:
+            _active[scope] = users - 1
+            return
+        _active.pop(scope, None)
+        if not _active:
+            uninstall(_scopes_finder)
+
+
+_STDLIB_DIRS = _library_dirs(("stdlib", "platstdlib"))
+#: the test runner's own packages: their frames in a failure are not the program's code
+_TEST_TOOLS = frozenset({"pytest", "_pytest", "pluggy"})
+
+
+def uninstrumented_modules(files: Iterable[str]) -> list[str]:
+    """The top-level names of the modules among `files` (frames and await sites of a failing
+    execution) that ran uninstrumented and are neither the standard library (asyncio
+    included) nor ChaosSloth: the code whose accesses the run did not see.  A file that is
+    no imported module is named by its path."""
+    by_file: dict[str, str] = {}
+    for name, mod in list(sys.modules.items()):
+        f = _module_file(mod) if mod is not None else None
+        if f is not None and not is_instrumented(mod):
+            by_file.setdefault(os.path.realpath(f), name)
+    instrumented = {os.path.realpath(f) for f in INSTRUMENTED_FILES}
+    out: list[str] = []
+    for file in files:
+        if not file.endswith(".py") or not os.path.isfile(file):
+            continue  # <frozen ...>, <string>: not a file a user can instrument
+        real = os.path.realpath(file)
+        if real in instrumented or _under(real, _OWN_DIR):
+            continue
+        if any(_under(real, d) for d in _STDLIB_DIRS) and not _in_site_packages(real):
+            continue
+        name = by_file.get(real)
+        top = name.partition(".")[0] if name is not None else None
+        if top in _TEST_TOOLS:
+            continue  # pytest.fail(), pytest.raises: the test's tool, not the program
+        out.append(top if top is not None else file)
+    return list(dict.fromkeys(out))
+
+
 _dir_finders: dict[str, CaptureFinder] = {}
 
 
-def load_file(path: str | os.PathLike[str], module_name: str | None = None) -> ModuleType:
+def load_file(
+    path: str | os.PathLike[str], module_name: str | None = None, *, siblings: bool = True
+) -> ModuleType:
     """Loads the Python file at `path` as an instrumented module and returns it.
 
     The module is registered in ``sys.modules`` (under `module_name`, by default the file's
     stem, or a unique name if another module already has that one), its directory is put on
-    ``sys.path``, and sibling modules it imports from that directory are instrumented too.
+    ``sys.path``, and (`siblings`) sibling modules it imports from that directory are
+    instrumented too, by a finder that stays installed (a run's :func:`activate` covers the
+    file's directory instead).
     Unreadable files and syntax errors raise InputError with one readable message; an exception
     raised by the module's own top-level code propagates unchanged.
     """
@@ -157,7 +573,7 @@ def load_file(path: str | os.PathLike[str], module_name: str | None = None) -> M
     directory = str(real.parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    if directory not in _dir_finders:
+    if siblings and directory not in _dir_finders:
         _dir_finders[directory] = install(paths=[directory])
 
     name = module_name or real.stem

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chaossloth import report as rp
 from chaossloth.errors import InputError
 from chaossloth.stages.context import Context, input_problem_of, run_once
 
@@ -42,6 +43,8 @@ class Capture:
             + ("fails" if first.failed else "passes")
             + " in the stock order"
         )
+        ctx.result.instrumented = ctx.program.instrumented_modules()
+        pr.say(rp.instrumented_line(ctx.result.instrumented))
 
 
 def _nondeterministic_message(a: Any, b: Any) -> str:

@@ -67,6 +67,10 @@ class Result:
     timers: str = "strict"  #: the timer mode the verdict's exploration used
     not_implemented: list[str] = field(default_factory=list)
     mermaid: str = ""
+    #: the modules that ran instrumented (capture/importer.py's scope of the run)
+    instrumented: list[str] = field(default_factory=list)
+    #: uninstrumented modules the failing schedule ran through (frames, await sites)
+    uninstrumented: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -114,6 +118,7 @@ class Result:
         }
         if self.not_implemented:
             d["not_implemented"] = self.not_implemented
+        d.update(rp.instrumentation_json(self.instrumented, self.uninstrumented))
         return d
 
 

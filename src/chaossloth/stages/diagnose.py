@@ -4,8 +4,11 @@ its findings (``_core.diagnose``) and words them with source lines (:mod:`chaoss
 
 from __future__ import annotations
 
+import re
+
 from chaossloth import diagnosis
 from chaossloth import report as rp
+from chaossloth.capture import importer
 from chaossloth.diagnosis import Detailed
 from chaossloth.runner import ExecutionResult
 from chaossloth.stages.context import Context, one_line, run_once
@@ -26,8 +29,15 @@ class Diagnose:
         ctx.detailed = detailed
         res.findings = diagnosis.diagnose(detailed, failing)
         res.hazard = diagnosis.classify(failing.failure, res.findings)
+        res.uninstrumented = _uninstrumented(failing, detailed)
         head = rp.HAZARD_TITLE[res.hazard]
-        pr.say(f"hazard: {head}")
+        if res.uninstrumented and res.hazard == "exception":
+            # no access pattern explains the failure, and part of it ran unseen: no guess
+            pr.say(f"hazard: unknown: {rp.uninstrumented_line(res.uninstrumented)}")
+        else:
+            pr.say(f"hazard: {head}")
+            if res.uninstrumented:
+                pr.say(rp.uninstrumented_line(res.uninstrumented))
         if res.failure is not None:
             who = f" in {res.failure['task']}" if res.failure.get("task") else ""
             first_line, *rest = str(res.failure["message"]).rstrip().split("\n")
@@ -52,3 +62,18 @@ def _detailed_replay(ctx: Context, failing: ExecutionResult) -> Detailed:
         return Detailed(failing, failing.explorer)
     r = run_once(ctx, schedule=failing.schedule, actor_paths=failing.actor_paths, detailed=True)
     return Detailed(r, r.explorer)
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+', re.MULTILINE)
+
+
+def _uninstrumented(failing: ExecutionResult, detailed: Detailed) -> list[str]:
+    """The uninstrumented user or library modules the failing schedule runs through: the
+    frames of the failure's traceback and the await sites of its steps."""
+    files: list[str] = []
+    if failing.failure is not None:
+        files += _FRAME.findall(failing.failure.traceback)
+    for site in detailed.result.await_sites or []:
+        if site is not None:
+            files.append(site[0])
+    return importer.uninstrumented_modules(files)
