@@ -12,7 +12,7 @@ setup(
             "chaossloth._core",
             sources=sources,
             include_dirs=["include", "engine", "ext"],
-            extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"],
             depends=sorted(glob("include/*.h") + glob("engine/*.h") + glob("ext/*.h")),
         )
     ]

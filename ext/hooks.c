@@ -44,7 +44,7 @@
  * reset (explorer attached/detached, or _core.hooks_reset()), so an id never
  * names two objects within one execution.
  */
-#include "bridge.h"
+#include "compat.h"
 
 #include <stdbool.h>
 
@@ -936,9 +936,9 @@ static int arg_effect(PyObject *f) {
             /* type.__call__ runs object.__new__ (ignores arguments), then __init__ */
             static PyObject *init_name;
             if (!init_name && !(init_name = PyUnicode_InternFromString("__init__"))) return -1;
-            PyObject *init = _PyType_Lookup(t, init_name); /* borrowed */
+            PyObject *init = cs_compat_type_lookup(t, init_name); /* borrowed */
             if (init && (is_instrumented_callable(init) ||
-                         init == _PyType_Lookup(&PyBaseObject_Type, init_name)))
+                         init == cs_compat_type_lookup(&PyBaseObject_Type, init_name)))
                 return ARG_NONE;
         }
         return ARG_WRITE;
@@ -1041,15 +1041,16 @@ static PyObject *h_reset(PyObject *m, PyObject *unused) {
 }
 
 /* hooks_attach(explorer | None): for drivers and tests that run steps without
- * a LoopCore; the loop itself uses cs_hooks_set_explorer. */
+ * a LoopCore (a loop claims the exploration itself).  Claims the process's
+ * one exploration slot (module.c; ExplorationActiveError while a loop holds
+ * it); None releases what hooks_attach claimed. */
+static const char hooks_owner; /* the slot's owner token for hooks_attach */
 static PyObject *h_attach(PyObject *m, PyObject *arg) {
     if (arg == Py_None) {
-        cs_hooks_set_explorer(NULL);
+        cs_exploration_release(&hooks_owner);
         Py_RETURN_NONE;
     }
-    cs_explorer *ex = cs_py_explorer_get(arg);
-    if (!ex) return NULL;
-    cs_hooks_set_explorer(ex);
+    if (cs_exploration_claim(&hooks_owner, NULL, arg) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
