@@ -128,15 +128,15 @@ static PyObject *handle_cancel(HandleObject *h, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-static PyObject *handle_cancelled(HandleObject *h, PyObject *unused) {
+static PyObject *handle_cancelled(HandleObject *h, PyObject *Py_UNUSED(unused)) {
     return PyBool_FromLong(h->cancelled);
 }
 
-static PyObject *handle_get_context(HandleObject *h, PyObject *unused) {
+static PyObject *handle_get_context(HandleObject *h, PyObject *Py_UNUSED(unused)) {
     return Py_NewRef(h->context ? h->context : Py_None);
 }
 
-static PyObject *handle_when(HandleObject *h, PyObject *unused) {
+static PyObject *handle_when(HandleObject *h, PyObject *Py_UNUSED(unused)) {
     return PyFloat_FromDouble(h->when);
 }
 
@@ -187,7 +187,7 @@ done:
     return joined;
 }
 
-static PyObject *handle_run(HandleObject *h, PyObject *unused) {
+static PyObject *handle_run(HandleObject *h, PyObject *Py_UNUSED(unused)) {
     if (h->cancelled || !h->loop) Py_RETURN_NONE;
     if (cs_loop_run_handle(h->loop, h) < 0) return NULL;
     Py_RETURN_NONE;
@@ -229,30 +229,32 @@ static PyObject *timer_richcompare(PyObject *a, PyObject *b, int op) {
     Py_RETURN_NOTIMPLEMENTED;
 }
 
-static PyObject *handle_get_callback(HandleObject *h, void *c) {
+static PyObject *handle_get_callback(HandleObject *h, void *Py_UNUSED(c)) {
     return Py_NewRef(h->callback ? h->callback : Py_None);
 }
-static PyObject *handle_get_args(HandleObject *h, void *c) {
+static PyObject *handle_get_args(HandleObject *h, void *Py_UNUSED(c)) {
     return Py_NewRef(h->args ? h->args : Py_None);
 }
-static PyObject *handle_get_loop(HandleObject *h, void *c) {
+static PyObject *handle_get_loop(HandleObject *h, void *Py_UNUSED(c)) {
     return Py_NewRef(h->loop ? (PyObject *)h->loop : Py_None);
 }
-static PyObject *handle_get_cancelled(HandleObject *h, void *c) {
+static PyObject *handle_get_cancelled(HandleObject *h, void *Py_UNUSED(c)) {
     return PyBool_FromLong(h->cancelled);
 }
-static PyObject *handle_get_stb(HandleObject *h, void *c) {
+static PyObject *handle_get_stb(HandleObject *h, void *Py_UNUSED(c)) {
     return Py_NewRef(h->source_traceback ? h->source_traceback : Py_None);
 }
-static PyObject *handle_get_scheduled(HandleObject *h, void *c) {
+static PyObject *handle_get_scheduled(HandleObject *h, void *Py_UNUSED(c)) {
     return PyBool_FromLong(h->scheduled);
 }
-static PyObject *handle_get_when(HandleObject *h, void *c) { return PyFloat_FromDouble(h->when); }
-static PyObject *handle_get_actor(HandleObject *h, void *c) {
+static PyObject *handle_get_when(HandleObject *h, void *Py_UNUSED(c)) {
+    return PyFloat_FromDouble(h->when);
+}
+static PyObject *handle_get_actor(HandleObject *h, void *Py_UNUSED(c)) {
     if (h->actor == CS_NO_ACTOR) Py_RETURN_NONE;
     return PyLong_FromUnsignedLong(h->actor);
 }
-static PyObject *handle_get_scheduled_by(HandleObject *h, void *c) {
+static PyObject *handle_get_scheduled_by(HandleObject *h, void *Py_UNUSED(c)) {
     return PyLong_FromLongLong(h->after_all ? CS_AFTER_ALL : h->scheduled_by);
 }
 

@@ -756,16 +756,16 @@ static PyObject *loop_call_later(LoopCoreObject *self, PyObject *const *args, Py
     return schedule_at(self, self->now + delay, "call_at", args + 1, nargs - 1, ctx);
 }
 
-static PyObject *loop_time(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_time(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     if (recording(self) && record(self, CLOCK_OBJECT, CS_READ) < 0) return NULL;
     return PyFloat_FromDouble(self->now);
 }
 
-static PyObject *loop_get_debug(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_get_debug(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     return PyBool_FromLong(self->debug);
 }
 
-static PyObject *loop_create_future(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_create_future(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     PyObject *cls = self->future_class && self->future_class != Py_None ? self->future_class
                                                                          : future_type;
     static PyObject *kwnames;
@@ -910,7 +910,8 @@ static int ensure_event(LoopCoreObject *self, size_t ev) {
 
 static int is_asyncio_code(PyCodeObject *code) {
     Py_ssize_t n = PyUnicode_GetLength(asyncio_dir);
-    return PyUnicode_Tailmatch(cs_compat_code_filename((PyObject *)code), asyncio_dir, 0, n, -1) == 1;
+    PyObject *file = cs_compat_code_filename((PyObject *)code);
+    return PyUnicode_Tailmatch(file, asyncio_dir, 0, n, -1) == 1;
 }
 
 /* Where `task` is suspended: the innermost frame of its await chain that is
@@ -958,7 +959,8 @@ static int stamp_reserve(LoopCoreObject *self, cs_actor a) {
     size_t old = self->stamp_cap;
     if (grow((void **)&self->stamp, &self->stamp_cap, (size_t)a + 1, sizeof *self->stamp) < 0)
         return -1;
-    if (self->stamp_cap > old) memset(self->stamp + old, 0, (self->stamp_cap - old) * sizeof *self->stamp);
+    if (self->stamp_cap > old)
+        memset(self->stamp + old, 0, (self->stamp_cap - old) * sizeof *self->stamp);
     return 0;
 }
 
@@ -1168,7 +1170,7 @@ static int run_explorer(LoopCoreObject *self) {
     }
 }
 
-static PyObject *loop_run_steps(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_run_steps(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     if (self->running) {
         PyErr_SetString(PyExc_RuntimeError, "This event loop is already running");
         return NULL;
@@ -1256,7 +1258,7 @@ static PyObject *actor_description(LoopCoreObject *self, cs_actor a, int *kind) 
     return Py_NewRef(s->name ? s->name : Py_None);
 }
 
-static PyObject *loop_cs_actors(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_cs_actors(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (size_t a = 0; a < self->n_actors; a++) {
@@ -1279,7 +1281,7 @@ fail:
     return NULL;
 }
 
-static PyObject *loop_cs_actor_kinds(LoopCoreObject *self, void *c) {
+static PyObject *loop_cs_actor_kinds(LoopCoreObject *self, void *Py_UNUSED(c)) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (size_t a = 0; a < self->n_actors; a++) {
@@ -1297,7 +1299,7 @@ static PyObject *loop_cs_actor_kinds(LoopCoreObject *self, void *c) {
     return d;
 }
 
-static PyObject *loop_cs_await_sites(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_cs_await_sites(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     PyObject *out = PyList_New((Py_ssize_t)self->n_events);
     if (!out) return NULL;
     for (size_t i = 0; i < self->n_events; i++) {
@@ -1317,7 +1319,7 @@ static PyObject *loop_cs_await_sites(LoopCoreObject *self, PyObject *unused) {
     return out;
 }
 
-static PyObject *loop_cs_choices(LoopCoreObject *self, void *c) {
+static PyObject *loop_cs_choices(LoopCoreObject *self, void *Py_UNUSED(c)) {
     PyObject *out = PyList_New((Py_ssize_t)self->n_events);
     if (!out) return NULL;
     for (size_t i = 0; i < self->n_events; i++) {
@@ -1331,23 +1333,23 @@ static PyObject *loop_cs_choices(LoopCoreObject *self, void *c) {
     return out;
 }
 
-static PyObject *loop_get_cs_actor(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_cs_actor(LoopCoreObject *self, void *Py_UNUSED(c)) {
     if (self->cur_actor == CS_NO_ACTOR) Py_RETURN_NONE;
     return PyLong_FromUnsignedLong(self->cur_actor);
 }
-static PyObject *loop_get_cs_event(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_cs_event(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return PyLong_FromLongLong(self->cur_event);
 }
-static PyObject *loop_get_cs_explorer(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_cs_explorer(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return Py_NewRef(self->explorer_obj ? self->explorer_obj : Py_None);
 }
-static PyObject *loop_get_cs_div_enabled(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_cs_div_enabled(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return Py_NewRef(self->div_enabled ? self->div_enabled : Py_None);
 }
-static PyObject *loop_get_timers(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_timers(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return PyUnicode_FromString(self->relaxed ? "relaxed" : "strict");
 }
-static int loop_set_timers(LoopCoreObject *self, PyObject *v, void *c) {
+static int loop_set_timers(LoopCoreObject *self, PyObject *v, void *Py_UNUSED(c)) {
     if (v && PyUnicode_Check(v)) {
         if (PyUnicode_CompareWithASCIIString(v, "strict") == 0) {
             self->relaxed = 0;
@@ -1361,11 +1363,11 @@ static int loop_set_timers(LoopCoreObject *self, PyObject *v, void *c) {
     PyErr_Format(PyExc_ValueError, "timers must be 'strict' or 'relaxed', not %R", v ? v : Py_None);
     return -1;
 }
-static PyObject *loop_get_max_steps(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_max_steps(LoopCoreObject *self, void *Py_UNUSED(c)) {
     if (!self->max_steps) Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(self->max_steps);
 }
-static int loop_set_max_steps(LoopCoreObject *self, PyObject *v, void *c) {
+static int loop_set_max_steps(LoopCoreObject *self, PyObject *v, void *Py_UNUSED(c)) {
     if (!v || v == Py_None) {
         self->max_steps = 0;
         return 0;
@@ -1381,26 +1383,28 @@ static int loop_set_max_steps(LoopCoreObject *self, PyObject *v, void *c) {
     PyErr_Format(PyExc_ValueError, "max_steps must be a positive int or None, not %R", v);
     return -1;
 }
-static PyObject *loop_get_steps(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_steps(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return PyLong_FromUnsignedLongLong(self->steps);
 }
-static PyObject *loop_get_ready_count(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_ready_count(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return PyLong_FromSize_t(self->rlen);
 }
-static PyObject *loop_get_timer_count(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_timer_count(LoopCoreObject *self, void *Py_UNUSED(c)) {
     size_t n = 0;
     for (size_t i = 0; i < self->hlen; i++) n += !self->heap[i]->cancelled;
     return PyLong_FromSize_t(n);
 }
-static PyObject *loop_get_now(LoopCoreObject *self, void *c) { return PyFloat_FromDouble(self->now); }
-static PyObject *loop_get_scheduled(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_now(LoopCoreObject *self, void *Py_UNUSED(c)) {
+    return PyFloat_FromDouble(self->now);
+}
+static PyObject *loop_get_scheduled(LoopCoreObject *self, void *Py_UNUSED(c)) {
     PyObject *out = PyList_New((Py_ssize_t)self->hlen);
     if (!out) return NULL;
     for (size_t i = 0; i < self->hlen; i++)
         PyList_SET_ITEM(out, (Py_ssize_t)i, Py_NewRef((PyObject *)self->heap[i]));
     return out;
 }
-static PyObject *loop_get_ready(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_ready(LoopCoreObject *self, void *Py_UNUSED(c)) {
     PyObject *out = PyList_New((Py_ssize_t)self->rlen);
     if (!out) return NULL;
     for (size_t i = 0; i < self->rlen; i++)
@@ -1456,7 +1460,8 @@ static PyMethodDef loop_methods[] = {
      "Like call_soon(); from another thread it raises NondeterminismError."},
     {"call_later", FASTKW(loop_call_later),
      "call_later(delay, callback, *args, context=None) -> TimerHandle"},
-    {"call_at", FASTKW(loop_call_at), "call_at(when, callback, *args, context=None) -> TimerHandle"},
+    {"call_at", FASTKW(loop_call_at),
+     "call_at(when, callback, *args, context=None) -> TimerHandle"},
     {"time", (PyCFunction)loop_time, METH_NOARGS, "The virtual clock (seconds, starts at 0)."},
     {"get_debug", (PyCFunction)loop_get_debug, METH_NOARGS, "True in debug mode."},
     {"create_future", (PyCFunction)loop_create_future, METH_NOARGS,
@@ -1468,7 +1473,8 @@ static PyMethodDef loop_methods[] = {
     {"_cs_attach", (PyCFunction)loop_cs_attach, METH_O,
      "Make every step go through the explorer (starts a new execution's bookkeeping)."},
     {"_cs_detach", (PyCFunction)loop_cs_detach, METH_NOARGS, "Back to plain fifo dispatch."},
-    {"_cs_clear", (PyCFunction)loop_cs_clear, METH_NOARGS, "Drop every queued handle; detach the explorer unless running (close())."},
+    {"_cs_clear", (PyCFunction)loop_cs_clear, METH_NOARGS,
+     "Drop every queued handle; detach the explorer unless running (close())."},
     {"_cs_actors", (PyCFunction)loop_cs_actors, METH_NOARGS,
      "{actor id: task object (or its description once it is gone) | callback description}"},
     {"_cs_await_sites", (PyCFunction)loop_cs_await_sites, METH_NOARGS,
