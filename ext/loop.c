@@ -1,6 +1,7 @@
 /*
- * loop.c -- chaossloth._core.LoopCore, the C base of ControlledLoop, and the
- * Handle / TimerHandle objects it returns.
+ * loop.c -- chaossloth._core.LoopCore, the C base of ControlledLoop (the
+ * Handle / TimerHandle objects it returns are in handle.c; what depends on
+ * the CPython version is in compat.c).
  *
  * LoopCore owns the ready queue, the timer heap, the virtual clock and the
  * dispatch loop (the body of run_forever).  Everything that is not on the
@@ -8,7 +9,8 @@
  *
  * Invariants
  *   - Order (no explorer, or an explorer whose strategy picks index 0):
- *     identical to BaseEventLoop._run_once of CPython 3.11.  An iteration
+ *     identical to BaseEventLoop._run_once (the same in CPython 3.11,
+ *     3.12 and 3.13; tested side by side on each).  An iteration
  *     drops cancelled timers from the heap head (or rebuilds the heap when
  *     more than 100 timers are scheduled and over half are cancelled), moves
  *     the due timers to the tail of the ready queue in heap-pop order, then
@@ -27,11 +29,22 @@
  *     (strict: the due ones not yet moved; relaxed: every pending one),
  *     ordered by (when, insertion).  The stock iteration structure (batches)
  *     is kept so that index 0 always reproduces the stock order.
- *   - Actor identity: a task's steps (C Task: TaskStepMethWrapper and the
- *     task_wakeup builtin; Python Task: its __step / __wakeup methods) belong
- *     to the task's actor, interned from (current actor, k) at its first
+ *   - Actor identity: a task's steps (cs_compat_task_of_step: the C Task's
+ *     step wrapper and wakeup builtin, the Python Task's __step / __wakeup)
+ *     belong to the task's actor, interned from (current actor, k) at its first
  *     call_soon; any other callback gets a fresh actor interned the same way.
  *     k counts the creations of the current actor in this execution.
+ *
+ * Map (the banners below, in file order)
+ *   asyncio pieces ....... import_asyncio: what the loop and handles call
+ *   helpers .............. grow, record (the loop's own accesses)
+ *   ready queue .......... ring buffer of handles: push, pop, remove
+ *   timer heap ........... heapq's sift algorithms over TimerHandles
+ *   actors ............... task/callback actor identity, new_handle, run one handle
+ *   LoopCore ............. creation, GC, call_soon / call_at / call_later, time
+ *   dispatch ............. iteration boundary, fifo loop, explorer loop, run_steps
+ *   explorer API ......... attach / detach (the exploration slot), introspection
+ *   type ................. getters, members, methods, LoopCoreType, registration
  */
 #include "compat.h"
 #include "loop.h"
@@ -117,6 +130,8 @@ struct LoopCoreObject {
 };
 
 static PyTypeObject LoopCoreType;
+
+/* ------------------------------------------------------ asyncio pieces */
 
 /* Lazily imported asyncio pieces (first LoopCore creation). */
 PyObject *cs_fmt_callback_source; /* format_helpers._format_callback_source */
@@ -316,7 +331,7 @@ static void heap_heapify(LoopCoreObject *self) {
     for (size_t i = self->hlen >> 1; i-- > 0;) heap_siftup(self->heap, self->hlen, i);
 }
 
-/* ------------------------------------------------------------ handles */
+/* ------------------------------------------------------------- actors */
 
 static PyObject *describe_callback(PyObject *cb) {
     PyObject *fn = PyMethod_Check(cb) ? PyMethod_GET_FUNCTION(cb) : cb;
@@ -1411,6 +1426,8 @@ static PyObject *loop_get_ready(LoopCoreObject *self, void *Py_UNUSED(c)) {
         PyList_SET_ITEM(out, (Py_ssize_t)i, Py_NewRef((PyObject *)ready_at(self, i)));
     return out;
 }
+
+/* --------------------------------------------------------------- type */
 
 static PyGetSetDef loop_getset[] = {
     {"_cs_actor", (getter)loop_get_cs_actor, NULL,
