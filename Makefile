@@ -59,8 +59,10 @@ ctest: $(patsubst tests/c/%.c,$(BUILD)/san/%,$(CTESTS))
 	.venv-$*/bin/python -m pip install -q --no-build-isolation -e '.[test]' ruff==0.17.6 && \
 	touch $@
 
+# (setuptools' chatter goes to a log, shown only when the build fails)
 ext-%: .venv-%/.installed
-	@.venv-$*/bin/python setup.py -q build_ext --inplace >/dev/null
+	@mkdir -p build && .venv-$*/bin/python setup.py -q build_ext --inplace >build/ext-$*.log 2>&1 \
+		|| { cat build/ext-$*.log >&2; exit 1; }
 
 install: $(addprefix ext-,$(PYVERSIONS))
 
@@ -88,7 +90,8 @@ ext-sanitize: .venv-$(SAN_PY)/.installed
 	@mkdir -p $(SAN_DIR) && rm -rf $(SAN_DIR)/chaossloth && cp -R src/chaossloth $(SAN_DIR)/ && \
 		rm -f $(SAN_DIR)/chaossloth/*.so
 	@CFLAGS="$(SAN)" LDFLAGS="-fsanitize=address,undefined" .venv-$(SAN_PY)/bin/python setup.py -q \
-		build_ext --build-lib $(SAN_DIR) --build-temp $(SAN_DIR)/obj >/dev/null
+		build_ext --build-lib $(SAN_DIR) --build-temp $(SAN_DIR)/obj >$(SAN_DIR)/build.log 2>&1 \
+		|| { cat $(SAN_DIR)/build.log >&2; exit 1; }
 	@echo "== loop, capture and runner tests under ASan+UBSan ($(SAN_PY))"
 	@rm -f $(SAN_DIR)/report.*; \
 	export LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" PYTHONPATH="$(SAN_DIR)" \
