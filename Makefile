@@ -13,6 +13,7 @@ ENGINE  := $(sort $(wildcard engine/*.c))
 CTESTS  := $(sort $(wildcard tests/c/test_*.c))
 BUILD   := build/c
 PYTHON  ?= python3
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Interpreters of the Python suite; pyenv's root from `pyenv root`, else
 # $PYENV_ROOT, else ~/.pyenv (CI runs without a login shell).
@@ -60,13 +61,13 @@ ctest: $(patsubst tests/c/%.c,$(BUILD)/san/%,$(CTESTS))
 	touch $@
 
 # (setuptools' chatter goes to a log, shown only when the build fails)
-ext-%: .venv-%/.installed
+$(addprefix ext-,$(PYVERSIONS)): ext-%: .venv-%/.installed
 	@mkdir -p build && .venv-$*/bin/python setup.py -q build_ext --inplace >build/ext-$*.log 2>&1 \
 		|| { cat build/ext-$*.log >&2; exit 1; }
 
 install: $(addprefix ext-,$(PYVERSIONS))
 
-pytest-%: ext-%
+$(addprefix pytest-,$(PYVERSIONS)): pytest-%: ext-%
 	@echo "== Python suite on $$(.venv-$*/bin/python -c 'import sys; print(sys.version.split()[0])')"
 	@.venv-$*/bin/python -m pytest -q
 
