@@ -39,9 +39,16 @@ $(BUILD)/libchaossloth.a: $(ENGINE) include/chaossloth.h engine/internal.h
 
 # Each tests/c/test_*.c is a program linked with the engine built with
 # sanitizers; it prints "N passed, N failed" and exits non-zero on failure.
-$(BUILD)/san/%: tests/c/%.c $(ENGINE) tests/c/ctest.h include/chaossloth.h engine/internal.h
-	@mkdir -p $(BUILD)/san
-	@$(CC) $(CFLAGS) $(SAN) $(INC) -Itests/c $< $(ENGINE) -lm -o $@
+# The engine's objects are compiled once with sanitizers and linked into each.
+SAN_OBJ := $(patsubst engine/%.c,$(BUILD)/san/obj/%.o,$(ENGINE))
+.SECONDARY: $(SAN_OBJ)
+
+$(BUILD)/san/obj/%.o: engine/%.c include/chaossloth.h engine/internal.h
+	@mkdir -p $(BUILD)/san/obj
+	@$(CC) $(CFLAGS) $(SAN) $(INC) -c $< -o $@
+
+$(BUILD)/san/%: tests/c/%.c $(SAN_OBJ) tests/c/ctest.h include/chaossloth.h engine/internal.h
+	@$(CC) $(CFLAGS) $(SAN) $(INC) -Itests/c $< $(SAN_OBJ) -lm -o $@
 
 ctest: $(patsubst tests/c/%.c,$(BUILD)/san/%,$(CTESTS))
 	@set -e; for t in $^; do echo "== $$t"; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
