@@ -96,7 +96,7 @@ PyObject *cs_compat_check(PyObject *module, PyObject *const *args, Py_ssize_t na
         mismatch("the pure-Python Task's __step / __wakeup are not functions");
         return NULL;
     }
-    step_wrapper_type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
+    Py_XSETREF(step_wrapper_type, (PyTypeObject *)Py_NewRef((PyObject *)tp));
     wakeup_ml = ((PyCFunctionObject *)wakeup)->m_ml;
     Py_XSETREF(py_step, Py_NewRef(args[3]));
     Py_XSETREF(py_wakeup, Py_NewRef(args[4]));
