@@ -1,5 +1,10 @@
 # The C engine as a plain library, its unit tests under ASan+UBSan, and the
-# one command that runs every test: `make test`.
+# one command that runs every test: `make test` (what CI runs: .ci/run).
+#
+# make test = lint (once) + C unit tests (once) + the Python suite on every
+# interpreter of PYVERSIONS, each in its own virtualenv .venv-X.Y made with
+# pyenv's newest X.Y.* (a missing one is an error, not a skip) + the extension
+# built with ASan+UBSan running the loop, capture and runner tests.
 CC      ?= cc
 CFLAGS  ?= -std=c11 -O1 -g -Wall -Wextra -Werror
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -8,8 +13,20 @@ ENGINE  := $(sort $(wildcard engine/*.c))
 CTESTS  := $(sort $(wildcard tests/c/test_*.c))
 BUILD   := build/c
 PYTHON  ?= python3
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all lib ctest pytest lint test install bench bench-dpor clean
+# Interpreters of the Python suite; pyenv's root from `pyenv root`, else
+# $PYENV_ROOT, else ~/.pyenv (CI runs without a login shell).
+PYVERSIONS ?= 3.11 3.12 3.13
+PYENV_ROOT ?= $(or $(shell pyenv root 2>/dev/null),$(HOME)/.pyenv)
+LINT_PY    := $(firstword $(PYVERSIONS))
+SAN_PY     ?= 3.12
+SAN_DIR    := build/san-$(SAN_PY)
+SAN_TESTS  := $(sort $(wildcard tests/test_loop_*.py tests/test_capture_*.py)) tests/test_runner.py
+VENVS      := $(foreach v,$(PYVERSIONS),.venv-$(v)/.installed)
+
+.PHONY: all lib ctest pytest lint test install bench bench-dpor clean ext-sanitize \
+	$(addprefix pytest-,$(PYVERSIONS)) $(addprefix ext-,$(PYVERSIONS))
 
 all: lib
 
@@ -22,27 +39,80 @@ $(BUILD)/libchaossloth.a: $(ENGINE) include/chaossloth.h engine/internal.h
 
 # Each tests/c/test_*.c is a program linked with the engine built with
 # sanitizers; it prints "N passed, N failed" and exits non-zero on failure.
-$(BUILD)/san/%: tests/c/%.c $(ENGINE) tests/c/ctest.h include/chaossloth.h engine/internal.h
-	@mkdir -p $(BUILD)/san
-	@$(CC) $(CFLAGS) $(SAN) $(INC) -Itests/c $< $(ENGINE) -lm -o $@
+# The engine's objects are compiled once with sanitizers and linked into each.
+SAN_OBJ := $(patsubst engine/%.c,$(BUILD)/san/obj/%.o,$(ENGINE))
+.SECONDARY: $(SAN_OBJ)
+
+$(BUILD)/san/obj/%.o: engine/%.c include/chaossloth.h engine/internal.h
+	@mkdir -p $(BUILD)/san/obj
+	@$(CC) $(CFLAGS) $(SAN) $(INC) -c $< -o $@
+
+$(BUILD)/san/%: tests/c/%.c $(SAN_OBJ) tests/c/ctest.h include/chaossloth.h engine/internal.h
+	@$(CC) $(CFLAGS) $(SAN) $(INC) -Itests/c $< $(SAN_OBJ) -lm -o $@
 
 ctest: $(patsubst tests/c/%.c,$(BUILD)/san/%,$(CTESTS))
 	@set -e; for t in $^; do echo "== $$t"; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
-install:
-	$(PYTHON) -m pip install -q -e '.[test]'
+# .venv-X.Y: a virtualenv of pyenv's newest CPython X.Y.* with the package
+# installed editable and the test tools.  The extension is then (re)built in
+# place by ext-X.Y, incrementally.
+.venv-%/.installed: pyproject.toml setup.py
+	@py=$$(ls -d $(PYENV_ROOT)/versions/$*.*/bin/python$* 2>/dev/null | sort -V | tail -n 1); \
+	if [ -z "$$py" ]; then \
+		echo "make: no CPython $* under $(PYENV_ROOT)/versions (pyenv install $*)" >&2; exit 1; \
+	fi; \
+	echo "== .venv-$* from $$py"; \
+	rm -rf .venv-$* && "$$py" -m venv .venv-$* && \
+	.venv-$*/bin/python -m pip install -q setuptools wheel && \
+	.venv-$*/bin/python -m pip install -q --no-build-isolation -e '.[test]' ruff==0.17.6 && \
+	touch $@
 
+# (setuptools' chatter goes to a log, shown only when the build fails)
+$(addprefix ext-,$(PYVERSIONS)): ext-%: .venv-%/.installed
+	@mkdir -p build && .venv-$*/bin/python setup.py -q build_ext --inplace >build/ext-$*.log 2>&1 \
+		|| { cat build/ext-$*.log >&2; exit 1; }
+
+install: $(addprefix ext-,$(PYVERSIONS))
+
+$(addprefix pytest-,$(PYVERSIONS)): pytest-%: ext-%
+	@echo "== Python suite on $$(.venv-$*/bin/python -c 'import sys; print(sys.version.split()[0])')"
+	@.venv-$*/bin/python -m pytest -q
+
+# One interpreter, given by PYTHON (which must have the package installed).
 pytest:
 	$(PYTHON) -m pytest -q
 
 # Python style: ruff, pinned so that a new release cannot turn CI red.
-lint:
-	$(PYTHON) -m pip install -q ruff==0.17.6
-	$(PYTHON) -m ruff check src tests bench
-	$(PYTHON) -m ruff format --check src tests bench
+lint: .venv-$(LINT_PY)/.installed
+	.venv-$(LINT_PY)/bin/ruff check src tests bench
+	.venv-$(LINT_PY)/bin/ruff format --check src tests bench
+
+# _core built with ASan+UBSan (into $(SAN_DIR), beside a copy of the package),
+# running the loop, capture and runner tests.  The interpreter is not
+# instrumented, so the ASan runtime is preloaded; CPython's own allocations
+# are not leak-checked; PYTHONMALLOC=malloc lets ASan see the PyMem/PyObject
+# allocations pymalloc would otherwise serve.  Any report aborts the run (halt_on_error, and
+# -fno-sanitize-recover for UBSan), which fails the target and prints the
+# report (kept in $(SAN_DIR)/report.*: pytest would swallow a dying test's stderr).
+ext-sanitize: .venv-$(SAN_PY)/.installed
+	@mkdir -p $(SAN_DIR) && rm -rf $(SAN_DIR)/chaossloth && cp -R src/chaossloth $(SAN_DIR)/ && \
+		rm -f $(SAN_DIR)/chaossloth/*.so
+	@CFLAGS="$(SAN)" LDFLAGS="-fsanitize=address,undefined" .venv-$(SAN_PY)/bin/python setup.py -q \
+		build_ext --build-lib $(SAN_DIR) --build-temp $(SAN_DIR)/obj >$(SAN_DIR)/build.log 2>&1 \
+		|| { cat $(SAN_DIR)/build.log >&2; exit 1; }
+	@echo "== loop, capture and runner tests under ASan+UBSan ($(SAN_PY))"
+	@rm -f $(SAN_DIR)/report.*; \
+	export LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" PYTHONPATH="$(SAN_DIR)" \
+		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:log_path=$(SAN_DIR)/report PYTHONMALLOC=malloc \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(SAN_DIR)/report; \
+	.venv-$(SAN_PY)/bin/python -c "import chaossloth._core as c, sys; \
+		sys.exit(0 if '/$(SAN_DIR)/' in c.__file__ else 'not the sanitized _core: ' + c.__file__)" && \
+	.venv-$(SAN_PY)/bin/python -m pytest -q -p no:cacheprovider $(SAN_TESTS); rc=$$?; \
+	if ls $(SAN_DIR)/report.* >/dev/null 2>&1; then cat $(SAN_DIR)/report.* >&2; exit 1; fi; \
+	exit $$rc
 
 # The contract: installs what it needs, then runs every test (C and Python).
-test: install lint ctest pytest
+test: install lint ctest $(addprefix pytest-,$(PYVERSIONS)) ext-sanitize
 
 bench: $(BUILD)/bench_recording_overhead
 	$(PYTHON) -m pip install -q -e '.[bench]'
@@ -66,4 +136,4 @@ $(BUILD)/bench_dpor_classic: bench/dpor_classic.c $(ENGINE)
 	$(CC) -std=c11 -O2 -Wall -Wextra $(INC) $< $(ENGINE) -lm -o $@
 
 clean:
-	rm -rf build *.egg-info src/*.egg-info src/chaossloth/*.so
+	rm -rf build *.egg-info src/*.egg-info src/chaossloth/*.so .venv-*

@@ -11,8 +11,8 @@ setup(
         Extension(
             "chaossloth._core",
             sources=sources,
-            include_dirs=["include", "engine", "ext"],
-            extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            include_dirs=["include", "ext"],
+            extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"],
             depends=sorted(glob("include/*.h") + glob("engine/*.h") + glob("ext/*.h")),
         )
     ]

@@ -1,10 +1,13 @@
 /*
  * bridge.h -- what the files of the CPython extension (chaossloth._core)
- * share.  The extension is the only place where the engine meets Python.
+ * share.  The extension is the only place where the engine meets Python; it
+ * uses the engine only through its public header, include/chaossloth.h.
  *
  *   module.c      module init; cs_py_check: the one place engine status
- *                 codes become Python exceptions
+ *                 codes become Python exceptions; the exploration slot
+ *   compat.c      everything that depends on the CPython version (compat.h)
  *   loop.c        LoopCore: ready queue, timer heap, virtual clock, dispatch
+ *   handle.c      Handle / TimerHandle (loop.h: what loop.c and handle.c share)
  *   hooks.c       access hooks called by instrumented user code
  *   explorer.c    Explorer: thin wrapper of cs_explorer for Python drivers
  *
@@ -18,23 +21,38 @@
 
 #include "chaossloth.h"
 
-/* Module state: exception types shared by all files. */
+/* Module state (process-wide, see module.c): exception types shared by all
+ * files. */
 extern PyObject *cs_EngineError;   /* base: chaossloth._core.EngineError */
 extern PyObject *cs_DivergedError; /* schedule diverged */
 extern PyObject *cs_BudgetError;   /* step budget exhausted */
 extern PyObject *cs_BlockedError;  /* dpor: execution redundant */
+extern PyObject *cs_CompatError;   /* an interpreter whose layouts do not match */
+extern PyObject *cs_ExplorationActiveError; /* a second exploration in the process */
 
 /* Returns 0 if status is CS_OK; otherwise sets the matching Python exception
  * (MemoryError for CS_ENOMEM) and returns -1. */
 int cs_py_check(int status);
+
+/* module.c: one exploration per process.  `owner` (a LoopCore, or the hooks'
+ * own token for hooks_attach) claims the slot for `explorer` (an Explorer
+ * object): the hooks then record into it and the slot keeps it alive.
+ * Claiming again by the same owner for the same explorer keeps the hooks'
+ * state; a different owner while the slot is held raises
+ * ExplorationActiveError naming the holder (`owner_obj`'s repr, or "the
+ * hooks" when NULL).  Release by a non-holder is a no-op. */
+int cs_exploration_claim(const void *owner, PyObject *owner_obj, PyObject *explorer);
+void cs_exploration_release(const void *owner);
+int cs_exploration_owned_by(const void *owner);
 
 /* explorer.c: the cs_explorer behind a chaossloth._core.Explorer object, or
  * NULL with TypeError set. */
 cs_explorer *cs_py_explorer_get(PyObject *obj);
 
 /* hooks.c: the explorer that access hooks record into while a controlled
- * loop runs a step (NULL: hooks are no-ops).  Set by loop.c around each
- * execution; hooks record only while a step is open. */
+ * loop runs a step (NULL: hooks are no-ops).  Set only through
+ * cs_exploration_claim / cs_exploration_release; hooks record only while a
+ * step is open. */
 void cs_hooks_set_explorer(cs_explorer *ex);
 cs_explorer *cs_hooks_get_explorer(void);
 /* hooks.c: records an access of a whole object under the hooks' canonical id (the same id
@@ -47,6 +65,7 @@ int cs_hooks_record_object(PyObject *obj, int kind);
  * that step.  0, or -1 with an exception. */
 int cs_hooks_sweep(void);
 
+int cs_register_handles(PyObject *module);
 int cs_register_loop(PyObject *module);
 int cs_register_hooks(PyObject *module);
 int cs_register_explorer(PyObject *module);

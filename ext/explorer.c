@@ -13,6 +13,16 @@
  *   - Per-step methods (choose, step_begin, access, step_end) use
  *     METH_FASTCALL and allocate nothing for up to CHOOSE_STACK enabled
  *     actors.
+ *
+ * Map (the banners below, in file order)
+ *   argument helpers ..... ints, actor lists and schedules from Python objects
+ *   construction ......... Explorer(strategy, **options), dealloc, repr
+ *   actors ............... intern, actor_path
+ *   execution ............ begin, choose, step_begin, access, step_end, end
+ *   reports .............. schedule, trace (Event), happens_before, stats ...
+ *   diagnosis ............ diagnose, wait_for_cycle
+ *   collision window ..... window_estimate, rate_estimate
+ *   registration ......... ExplorerType, Event, module constants
  */
 #include "bridge.h"
 

@@ -44,7 +44,7 @@
  * hooks never extend the life of an object whose death the program can
  * observe (see "object lifetimes" below).
  */
-#include "bridge.h"
+#include "compat.h"
 
 #include <stdbool.h>
 
@@ -956,7 +956,7 @@ static PyObject *named(PyObject *value, const path *p) {
 /* ---------------------------------------------------- operation hooks */
 
 /* ga(obj, name, site) -> getattr(obj, name) */
-static PyObject *h_ga(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_ga(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "ga");
     if (!hooks_ex) return PyObject_GetAttr(a[0], a[1]);
     path p;
@@ -965,7 +965,7 @@ static PyObject *h_ga(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 }
 
 /* sa(value, obj, name, site): obj.name = value */
-static PyObject *h_sa(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_sa(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(4, "sa");
     PyObject *old = NULL;
     if (hooks_ex) {
@@ -980,7 +980,7 @@ static PyObject *h_sa(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 }
 
 /* da(obj, name, site): del obj.name */
-static PyObject *h_da(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_da(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "da");
     PyObject *old = NULL;
     if (hooks_ex && (record_attr(a[0], a[1], KIND_WRITE, a[2], NULL) < 0 ||
@@ -992,7 +992,7 @@ static PyObject *h_da(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 }
 
 /* gi(obj, key, site) -> obj[key] */
-static PyObject *h_gi(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_gi(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "gi");
     if (!hooks_ex) return PyObject_GetItem(a[0], a[1]);
     path p;
@@ -1001,7 +1001,7 @@ static PyObject *h_gi(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 }
 
 /* si(value, obj, key, site): obj[key] = value */
-static PyObject *h_si(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_si(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(4, "si");
     PyObject *old = NULL;
     if (hooks_ex) {
@@ -1017,7 +1017,7 @@ static PyObject *h_si(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 }
 
 /* di(obj, key, site): del obj[key] */
-static PyObject *h_di(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_di(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "di");
     PyObject *old = NULL;
     path p;
@@ -1061,7 +1061,7 @@ static PyObject *receiver_of(PyObject *obj) {
  * read; 2 = known mutator, a write; 0 = unknown, a write (over-approximation
  * is safe, under-approximation is not).  A whole access covers the attribute
  * read, so that read is not recorded again. */
-static PyObject *h_cm(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_cm(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(5, "cm");
     PyObject *obj = a[0], *name = a[1];
     if (!hooks_ex) return PyObject_GetAttr(obj, name);
@@ -1093,7 +1093,7 @@ static PyObject *h_cm(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
  * is narrowed to the key; a builtin method of another object covers the whole
  * receiver with `kind`; an uninstrumented Python method is an unknown method
  * (a write of the whole receiver); instrumented code records for itself. */
-static PyObject *h_ck(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_ck(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     if (nargs < 4) {
         PyErr_SetString(PyExc_TypeError, "ck() takes at least 4 arguments");
         return NULL;
@@ -1121,7 +1121,7 @@ static PyObject *h_ck(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 }
 
 /* contains(key, obj, site) -> key in obj */
-static PyObject *h_contains(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_contains(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "contains");
     PyObject *k = a[0], *obj = a[1];
     if (hooks_ex) {
@@ -1141,7 +1141,7 @@ static PyObject *h_contains(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 
 /* gr(value, name, site) -> value: a read of the global `name` of the
  * calling frame's module. */
-static PyObject *h_gr(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_gr(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "gr");
     if (hooks_ex) {
         PyObject *g = PyEval_GetGlobals(); /* borrowed: the caller's globals */
@@ -1153,7 +1153,7 @@ static PyObject *h_gr(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 }
 
 /* gw(name, site): the caller just stored or deleted the global `name`. */
-static PyObject *h_gw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_gw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "gw");
     if (hooks_ex) {
         PyObject *g = PyEval_GetGlobals();
@@ -1163,21 +1163,21 @@ static PyObject *h_gw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 }
 
 /* cr(value, cell, site) -> value: a read of a closure cell. */
-static PyObject *h_cr(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_cr(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "cr");
     if (hooks_ex && record(a[1], CELL_KEY, KIND_READ, a[2], NULL, NULL) < 0) return NULL;
     return Py_NewRef(a[0]);
 }
 
 /* cw(cell, site): the caller just stored or deleted the cell's variable. */
-static PyObject *h_cw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_cw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "cw");
     if (hooks_ex && record(a[0], CELL_KEY, KIND_WRITE, a[1], NULL, NULL) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 /* rd(obj, site) -> obj: a read of the whole object (len(obj), ...). */
-static PyObject *h_rd(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_rd(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "rd");
     if (hooks_ex && record(holder_of(a[0]), CS_KEY_WHOLE, KIND_READ, a[1], NULL, NULL) < 0)
         return NULL;
@@ -1187,7 +1187,7 @@ static PyObject *h_rd(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
 /* it(obj, site) -> obj, about to be iterated: a read of the whole object for
  * the builtin containers, a write for anything else (iterators and
  * generators are consumed by iteration). */
-static PyObject *h_it(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_it(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "it");
     if (hooks_ex) {
         PyObject *o = a[0];
@@ -1210,7 +1210,7 @@ static PyObject *h_it(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
  * the creating step in every execution instead of after its first access
  * (which other executions may place elsewhere).  record() drops the flag if
  * the hooks have seen the object before (then it was not fresh). */
-static PyObject *h_new(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_new(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "new");
     if (hooks_ex && record(a[0], CS_KEY_WHOLE, KIND_WRITE | CS_ID_CREATED, a[1], NULL, NULL) < 0)
         return NULL;
@@ -1273,7 +1273,8 @@ static int record_args(PyObject *f, PyObject *const *args, Py_ssize_t n, PyObjec
  * new object (fresh_callee) gets its result flagged CS_ID_CREATED; anything
  * else is a plain call (a function returning an existing object must never
  * be taken for its creator). */
-static PyObject *h_newcall(PyObject *m, PyObject *const *a, size_t nargsf, PyObject *kwnames) {
+static PyObject *h_newcall(PyObject *Py_UNUSED(m), PyObject *const *a, size_t nargsf,
+                           PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs < 2) {
         PyErr_SetString(PyExc_TypeError, "newcall(f, site, *args, **kw)");
@@ -1373,9 +1374,9 @@ static int arg_effect(PyObject *f) {
             /* type.__call__ runs object.__new__ (ignores arguments), then __init__ */
             static PyObject *init_name;
             if (!init_name && !(init_name = PyUnicode_InternFromString("__init__"))) return -1;
-            PyObject *init = _PyType_Lookup(t, init_name); /* borrowed */
+            PyObject *init = cs_compat_type_lookup(t, init_name); /* borrowed */
             if (init && (is_instrumented_callable(init) ||
-                         init == _PyType_Lookup(&PyBaseObject_Type, init_name)))
+                         init == cs_compat_type_lookup(&PyBaseObject_Type, init_name)))
                 return ARG_NONE;
         }
         return ARG_WRITE;
@@ -1425,7 +1426,8 @@ static int record_args(PyObject *f, PyObject *const *args, Py_ssize_t n, PyObjec
  * not be instrumented: the mutable arguments are recorded as read or written
  * according to arg_effect(f).  No Python frame is added, so frame-dependent
  * callees, tracebacks and error messages are unchanged. */
-static PyObject *h_call(PyObject *m, PyObject *const *a, size_t nargsf, PyObject *kwnames) {
+static PyObject *h_call(PyObject *Py_UNUSED(m), PyObject *const *a, size_t nargsf,
+                        PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs < 2) {
         PyErr_SetString(PyExc_TypeError, "call(f, site, *args, **kw)");
@@ -1444,7 +1446,7 @@ static PyObject *h_call(PyObject *m, PyObject *const *a, size_t nargsf, PyObject
 /* record(obj, kind, site=0, key=<whole>): an access recorded by Python code
  * (capture/sync.py).  kind 1 = read, 2 = write, optionally or-ed with
  * ID_CREATED when obj was created by the current step. */
-static PyObject *h_record(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+static PyObject *h_record(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     if (nargs < 2 || nargs > 4) {
         PyErr_SetString(PyExc_TypeError, "record(obj, kind, site=0, key=None)");
         return NULL;
@@ -1467,7 +1469,7 @@ static PyObject *h_record(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     Py_RETURN_NONE;
 }
 
-static PyObject *h_active(PyObject *m, PyObject *unused) {
+static PyObject *h_active(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
     return PyBool_FromLong(hooks_ex != NULL);
 }
 
@@ -1482,35 +1484,36 @@ static void hooks_clear(void) {
     hooks_ex = ex;
 }
 
-static PyObject *h_reset(PyObject *m, PyObject *unused) {
+static PyObject *h_reset(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
     hooks_clear();
     Py_RETURN_NONE;
 }
 
 /* hooks_sweep(): the step-end release, for drivers that run steps without a
  * LoopCore (the loop calls cs_hooks_sweep itself). */
-static PyObject *h_sweep(PyObject *m, PyObject *unused) {
+static PyObject *h_sweep(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
     if (cs_hooks_sweep() < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 /* hooks_attach(explorer | None): for drivers and tests that run steps without
- * a LoopCore; the loop itself uses cs_hooks_set_explorer. */
-static PyObject *h_attach(PyObject *m, PyObject *arg) {
+ * a LoopCore (a loop claims the exploration itself).  Claims the process's
+ * one exploration slot (module.c; ExplorationActiveError while a loop holds
+ * it); None releases what hooks_attach claimed. */
+static const char hooks_owner; /* the slot's owner token for hooks_attach */
+static PyObject *h_attach(PyObject *Py_UNUSED(m), PyObject *arg) {
     if (arg == Py_None) {
-        cs_hooks_set_explorer(NULL);
+        cs_exploration_release(&hooks_owner);
         Py_RETURN_NONE;
     }
-    cs_explorer *ex = cs_py_explorer_get(arg);
-    if (!ex) return NULL;
-    cs_hooks_set_explorer(ex);
+    if (cs_exploration_claim(&hooks_owner, NULL, arg) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 /* hooks_log(on): verbose mode.  Returns the entries logged since the last
  * call, as tuples (trace_length, object, key, kind, site, key_repr), and
  * starts (on=True) or stops logging. */
-static PyObject *h_log(PyObject *m, PyObject *arg) {
+static PyObject *h_log(PyObject *Py_UNUSED(m), PyObject *arg) {
     int on = PyObject_IsTrue(arg);
     if (on < 0) return NULL;
     PyObject *out = log_list ? log_list : PyList_New(0);
@@ -1524,7 +1527,7 @@ static PyObject *h_log(PyObject *m, PyObject *arg) {
 }
 
 /* set_instrumented_files(set): co_filename of every instrumented module. */
-static PyObject *h_set_files(PyObject *m, PyObject *arg) {
+static PyObject *h_set_files(PyObject *Py_UNUSED(m), PyObject *arg) {
     if (arg != Py_None && !PyAnySet_Check(arg)) {
         PyErr_SetString(PyExc_TypeError, "expected a set or None");
         return NULL;
@@ -1535,7 +1538,7 @@ static PyObject *h_set_files(PyObject *m, PyObject *arg) {
 
 /* hooks_object_id(obj) -> the canonical id obj has in this execution, or
  * None if no hook has seen it. */
-static PyObject *h_object_id(PyObject *m, PyObject *obj) {
+static PyObject *h_object_id(PyObject *Py_UNUSED(m), PyObject *obj) {
     id_slot *sl = id_find(holder_of(obj));
     if (!sl) Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(sl->cid);
@@ -1545,7 +1548,7 @@ static PyObject *h_object_id(PyObject *m, PyObject *obj) {
  * objects named (live slots), objects held now (kept_alive: not
  * weak-referenceable), held objects released, watched objects that died,
  * deaths recorded (as writes of LIVENESS_OBJECT, inside a step). */
-static PyObject *h_stats(PyObject *m, PyObject *unused) {
+static PyObject *h_stats(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
     return Py_BuildValue("{sKsnsnsKsKsK}", "recorded", (unsigned long long)n_recorded, "named",
                          (Py_ssize_t)id_len, "kept_alive", (Py_ssize_t)keep_len, "released",
                          (unsigned long long)n_released, "retired", (unsigned long long)n_retired,

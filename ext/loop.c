@@ -1,6 +1,7 @@
 /*
- * loop.c -- chaossloth._core.LoopCore, the C base of ControlledLoop, and the
- * Handle / TimerHandle objects it returns.
+ * loop.c -- chaossloth._core.LoopCore, the C base of ControlledLoop (the
+ * Handle / TimerHandle objects it returns are in handle.c; what depends on
+ * the CPython version is in compat.c).
  *
  * LoopCore owns the ready queue, the timer heap, the virtual clock and the
  * dispatch loop (the body of run_forever).  Everything that is not on the
@@ -8,7 +9,8 @@
  *
  * Invariants
  *   - Order (no explorer, or an explorer whose strategy picks index 0):
- *     identical to BaseEventLoop._run_once of CPython 3.11.  An iteration
+ *     identical to BaseEventLoop._run_once (the same in CPython 3.11,
+ *     3.12 and 3.13; tested side by side on each).  An iteration
  *     drops cancelled timers from the heap head (or rebuilds the heap when
  *     more than 100 timers are scheduled and over half are cancelled), moves
  *     the due timers to the tail of the ready queue in heap-pop order, then
@@ -27,13 +29,25 @@
  *     (strict: the due ones not yet moved; relaxed: every pending one),
  *     ordered by (when, insertion).  The stock iteration structure (batches)
  *     is kept so that index 0 always reproduces the stock order.
- *   - Actor identity: a task's steps (C Task: TaskStepMethWrapper and the
- *     task_wakeup builtin; Python Task: its __step / __wakeup methods) belong
- *     to the task's actor, interned from (current actor, k) at its first
+ *   - Actor identity: a task's steps (cs_compat_task_of_step: the C Task's
+ *     step wrapper and wakeup builtin, the Python Task's __step / __wakeup)
+ *     belong to the task's actor, interned from (current actor, k) at its first
  *     call_soon; any other callback gets a fresh actor interned the same way.
  *     k counts the creations of the current actor in this execution.
+ *
+ * Map (the banners below, in file order)
+ *   asyncio pieces ....... import_asyncio: what the loop and handles call
+ *   helpers .............. grow, record (the loop's own accesses)
+ *   ready queue .......... ring buffer of handles: push, pop, remove
+ *   timer heap ........... heapq's sift algorithms over TimerHandles
+ *   actors ............... task/callback actor identity, new_handle, run one handle
+ *   LoopCore ............. creation, GC, call_soon / call_at / call_later, time
+ *   dispatch ............. iteration boundary, fifo loop, explorer loop, run_steps
+ *   explorer API ......... attach / detach (the exploration slot), introspection
+ *   type ................. getters, members, methods, LoopCoreType, registration
  */
-#include "bridge.h"
+#include "compat.h"
+#include "loop.h"
 
 #include <assert.h>
 
@@ -60,21 +74,6 @@ enum { RUN_STOPPED = 0, RUN_IDLE = 1, RUN_FOREIGN = 2 };
 
 typedef struct LoopCoreObject LoopCoreObject;
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *callback; /* NULL once cancelled (as stock) */
-    PyObject *args;     /* tuple; NULL once cancelled */
-    PyObject *context;
-    LoopCoreObject *loop;
-    PyObject *source_traceback; /* debug mode only */
-    PyObject *repr;             /* debug mode: repr kept at cancel */
-    PyObject *weakreflist;
-    double when;
-    uint64_t seq;
-    int64_t scheduled_by;
-    cs_actor actor;
-    char cancelled, scheduled, is_timer, after_all, queued;
-} HandleObject;
 
 typedef struct {
     PyObject *ref;  /* task actor: weakref to the task; callback: description */
@@ -130,37 +129,25 @@ struct LoopCoreObject {
     PyObject *div_enabled;
 };
 
-static PyTypeObject HandleType;
-static PyTypeObject TimerHandleType;
 static PyTypeObject LoopCoreType;
 
+/* ------------------------------------------------------ asyncio pieces */
+
 /* Lazily imported asyncio pieces (first LoopCore creation). */
-static PyObject *fmt_callback_source; /* format_helpers._format_callback_source */
-static PyObject *extract_stack;       /* format_helpers.extract_stack */
-static PyObject *future_type;         /* asyncio.futures.Future */
-static PyObject *pytask_type;         /* asyncio.tasks._PyTask */
-static PyObject *pytask_step, *pytask_wakeup;
-static PyObject *ctask_type;          /* asyncio.tasks.Task (C) */
-static PyObject *asyncio_dir;         /* ".../asyncio/" */
-static PyObject *empty_tuple;
-static PyTypeObject *step_wrapper_type; /* C TaskStepMethWrapper, once seen */
-static PyMethodDef *wakeup_ml;           /* C task_wakeup, once seen */
+PyObject *cs_fmt_callback_source; /* format_helpers._format_callback_source */
+PyObject *cs_extract_stack;       /* format_helpers.extract_stack */
+PyObject *cs_empty_tuple;
+static PyObject *future_type;     /* asyncio.futures.Future */
+static PyObject *partial_type;    /* functools.partial */
+static PyObject *asyncio_dir;     /* ".../asyncio/" */
 static PyObject *s_coro, *s_cr_await, *s_cr_frame, *s_gi_frame, *s_gi_yieldfrom,
     *s_call_exception_handler, *s_get_name, *s_check_callback, *s_check_thread,
-    *s_foreign_call, *s_loop, *s_self, *s_qualname, *s_message, *s_exception, *s_handle,
+    *s_foreign_call, *s_loop, *s_qualname, *s_message, *s_exception, *s_handle,
     *s_source_traceback;
 
-/* TaskStepMethWrapper's layout in CPython 3.11 (_asynciomodule.c); checked
- * against its __self__ the first time one is seen. */
-typedef struct {
-    PyObject_HEAD
-    PyObject *sw_task;
-    PyObject *sw_arg;
-} step_wrapper_layout;
-
 static int import_asyncio(void) {
-    if (fmt_callback_source) return 0;
-    PyObject *fh = NULL, *fut = NULL, *tasks = NULL, *asyncio = NULL, *file = NULL;
+    if (cs_fmt_callback_source) return 0;
+    PyObject *fh = NULL, *fut = NULL, *functools = NULL, *file = NULL;
     int rc = -1;
 #define INTERN(var, s) if (!(var = PyUnicode_InternFromString(s))) goto done
     INTERN(s_coro, "_coro");
@@ -174,24 +161,19 @@ static int import_asyncio(void) {
     INTERN(s_check_thread, "_check_thread");
     INTERN(s_foreign_call, "_cs_foreign_call");
     INTERN(s_loop, "loop");
-    INTERN(s_self, "__self__");
     INTERN(s_qualname, "__qualname__");
     INTERN(s_message, "message");
     INTERN(s_exception, "exception");
     INTERN(s_handle, "handle");
     INTERN(s_source_traceback, "source_traceback");
 #undef INTERN
-    if (!(empty_tuple = PyTuple_New(0))) goto done;
+    if (!(cs_empty_tuple = PyTuple_New(0))) goto done;
     if (!(fh = PyImport_ImportModule("asyncio.format_helpers"))) goto done;
     if (!(fut = PyImport_ImportModule("asyncio.futures"))) goto done;
-    if (!(tasks = PyImport_ImportModule("asyncio.tasks"))) goto done;
-    if (!(asyncio = PyImport_ImportModule("asyncio"))) goto done;
-    if (!(extract_stack = PyObject_GetAttrString(fh, "extract_stack"))) goto done;
+    if (!(functools = PyImport_ImportModule("functools"))) goto done;
+    if (!(cs_extract_stack = PyObject_GetAttrString(fh, "extract_stack"))) goto done;
     if (!(future_type = PyObject_GetAttrString(fut, "Future"))) goto done;
-    if (!(pytask_type = PyObject_GetAttrString(tasks, "_PyTask"))) goto done;
-    if (!(ctask_type = PyObject_GetAttrString(tasks, "Task"))) goto done;
-    if (!(pytask_step = PyObject_GetAttrString(pytask_type, "_Task__step"))) goto done;
-    if (!(pytask_wakeup = PyObject_GetAttrString(pytask_type, "_Task__wakeup"))) goto done;
+    if (!(partial_type = PyObject_GetAttrString(functools, "partial"))) goto done;
     if (!(file = PyObject_GetAttrString(fut, "__file__"))) goto done;
     {
         /* the directory of asyncio/futures.py, with its trailing separator */
@@ -201,13 +183,13 @@ static int import_asyncio(void) {
         if (!(asyncio_dir = PyUnicode_Substring(file, 0, cut + 1))) goto done;
     }
     /* last: it doubles as the "imported" flag */
-    if (!(fmt_callback_source = PyObject_GetAttrString(fh, "_format_callback_source"))) goto done;
+    if (!(cs_fmt_callback_source = PyObject_GetAttrString(fh, "_format_callback_source")))
+        goto done;
     rc = 0;
 done:
     Py_XDECREF(fh);
     Py_XDECREF(fut);
-    Py_XDECREF(tasks);
-    Py_XDECREF(asyncio);
+    Py_XDECREF(functools);
     Py_XDECREF(file);
     return rc;
 }
@@ -349,14 +331,14 @@ static void heap_heapify(LoopCoreObject *self) {
     for (size_t i = self->hlen >> 1; i-- > 0;) heap_siftup(self->heap, self->hlen, i);
 }
 
-/* ------------------------------------------------------------ handles */
+/* ------------------------------------------------------------- actors */
 
 static PyObject *describe_callback(PyObject *cb) {
     PyObject *fn = PyMethod_Check(cb) ? PyMethod_GET_FUNCTION(cb) : cb;
-    if (PyFunction_Check(fn)) return Py_NewRef(((PyFunctionObject *)fn)->func_qualname);
+    if (PyFunction_Check(fn)) return Py_NewRef(cs_compat_function_qualname(fn));
     if (PyCFunction_Check(cb)) {
         PyObject *s = PyCFunction_GET_SELF(cb);
-        const char *name = ((PyCFunctionObject *)cb)->m_ml->ml_name;
+        const char *name = cs_compat_cfunction_name(cb);
         if (s && !PyModule_Check(s)) {
             const char *tn = Py_TYPE(s)->tp_name, *dot = strrchr(tn, '.');
             return PyUnicode_FromFormat("%s.%s", dot ? dot + 1 : tn, name);
@@ -368,40 +350,6 @@ static PyObject *describe_callback(PyObject *cb) {
     Py_XDECREF(q);
     PyErr_Clear();
     return PyUnicode_FromString(Py_TYPE(cb)->tp_name);
-}
-
-/* The task whose step `cb` is (borrowed), or NULL. */
-static PyObject *task_of_step(PyObject *cb) {
-    PyTypeObject *tp = Py_TYPE(cb);
-    if (tp == step_wrapper_type) return ((step_wrapper_layout *)cb)->sw_task;
-    if (PyCFunction_Check(cb)) {
-        PyCFunctionObject *f = (PyCFunctionObject *)cb;
-        if (wakeup_ml && f->m_ml == wakeup_ml) return f->m_self;
-        if (!wakeup_ml && f->m_self && strcmp(f->m_ml->ml_name, "task_wakeup") == 0 &&
-            PyObject_TypeCheck(f->m_self, (PyTypeObject *)ctask_type)) {
-            wakeup_ml = f->m_ml;
-            return f->m_self;
-        }
-        return NULL;
-    }
-    if (PyMethod_Check(cb)) {
-        PyObject *fn = PyMethod_GET_FUNCTION(cb);
-        if (fn == pytask_step || fn == pytask_wakeup) return PyMethod_GET_SELF(cb);
-        return NULL;
-    }
-    if (!step_wrapper_type && strcmp(tp->tp_name, "TaskStepMethWrapper") == 0) {
-        PyObject *s = PyObject_GetAttr(cb, s_self);
-        if (!s) {
-            PyErr_Clear();
-            return NULL;
-        }
-        int ok = s == ((step_wrapper_layout *)cb)->sw_task;
-        Py_DECREF(s);
-        if (!ok) return NULL;
-        step_wrapper_type = tp;
-        return ((step_wrapper_layout *)cb)->sw_task;
-    }
-    return NULL;
 }
 
 static int actors_reserve(LoopCoreObject *self, cs_actor a) {
@@ -433,8 +381,15 @@ static cs_actor tmap_find(LoopCoreObject *self, PyObject *task) {
         cs_actor a = self->tmap[j].actor;
         /* the entry is stale if the address now holds another object */
         PyObject *wr = self->actors[a].ref;
-        if (wr && PyWeakref_Check(wr) && PyWeakref_GET_OBJECT(wr) == task) return a;
-        return CS_NO_ACTOR;
+        if (!wr || !PyWeakref_Check(wr)) return CS_NO_ACTOR;
+        PyObject *live = cs_compat_weakref_get(wr);
+        if (!live) {
+            PyErr_Clear();
+            return CS_NO_ACTOR;
+        }
+        int same = live == task;
+        Py_DECREF(live);
+        return same ? a : CS_NO_ACTOR;
     }
     return CS_NO_ACTOR;
 }
@@ -479,7 +434,7 @@ static int intern_child(LoopCoreObject *self, cs_actor *out) {
 }
 
 static int assign_actor(LoopCoreObject *self, HandleObject *h) {
-    PyObject *task = task_of_step(h->callback);
+    PyObject *task = cs_compat_task_of_step(h->callback);
     cs_actor a;
     if (task) {
         a = tmap_find(self, task);
@@ -510,168 +465,35 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
     return 0;
 }
 
-static HandleObject *handle_new(LoopCoreObject *self, PyTypeObject *tp, PyObject *cb,
+/* A handle scheduled by this loop now: creation order, the scheduling event,
+ * and (explorer attached) its actor. */
+static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
                                 PyObject *const *args, Py_ssize_t nargs, PyObject *ctx) {
-    PyObject *targs;
-    if (nargs == 0) {
-        targs = Py_NewRef(empty_tuple);
-    } else {
-        if (!(targs = PyTuple_New(nargs))) return NULL;
-        for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(targs, i, Py_NewRef(args[i]));
-    }
-    if (ctx == NULL || ctx == Py_None) {
-        ctx = PyContext_CopyCurrent();
-        if (!ctx) {
-            Py_DECREF(targs);
-            return NULL;
-        }
-    } else if (!PyContext_CheckExact(ctx)) {
-        PyErr_Format(PyExc_TypeError, "context must be a contextvars.Context, not %.80s",
-                     Py_TYPE(ctx)->tp_name);
-        Py_DECREF(targs);
-        return NULL;
-    } else {
-        Py_INCREF(ctx);
-    }
-    HandleObject *h = PyObject_GC_New(HandleObject, tp);
-    if (!h) {
-        Py_DECREF(targs);
-        Py_DECREF(ctx);
-        return NULL;
-    }
-    h->callback = Py_NewRef(cb);
-    h->args = targs;
-    h->context = ctx;
-    h->loop = (LoopCoreObject *)Py_NewRef((PyObject *)self);
-    h->source_traceback = NULL;
-    h->repr = NULL;
-    h->weakreflist = NULL;
-    h->when = 0.0;
+    HandleObject *h = cs_handle_new(self, timer, cb, args, nargs, ctx, self->debug);
+    if (!h) return NULL;
     h->seq = self->seq++;
     h->scheduled_by = self->ex ? self->cur_event : -1;
-    h->actor = CS_NO_ACTOR;
-    h->cancelled = h->scheduled = h->after_all = h->queued = 0;
-    h->is_timer = tp == &TimerHandleType;
-    PyObject_GC_Track(h);
-    if (self->debug) {
-        PyObject *frame = (PyObject *)PyEval_GetFrame();
-        h->source_traceback = PyObject_CallOneArg(extract_stack, frame ? frame : Py_None);
-        if (!h->source_traceback) goto fail;
+    if (self->ex && assign_actor(self, h) < 0) {
+        Py_DECREF(h);
+        return NULL;
     }
-    if (self->ex && assign_actor(self, h) < 0) goto fail;
     return h;
-fail:
-    Py_DECREF(h);
-    return NULL;
 }
 
-static int handle_traverse(HandleObject *h, visitproc visit, void *arg) {
-    Py_VISIT(h->callback);
-    Py_VISIT(h->args);
-    Py_VISIT(h->context);
-    Py_VISIT((PyObject *)h->loop);
-    Py_VISIT(h->source_traceback);
-    Py_VISIT(h->repr);
-    return 0;
-}
+int cs_loop_debug(LoopCoreObject *self) { return self->debug; }
 
-static int handle_clear(HandleObject *h) {
-    Py_CLEAR(h->callback);
-    Py_CLEAR(h->args);
-    Py_CLEAR(h->context);
-    Py_CLEAR(h->loop);
-    Py_CLEAR(h->source_traceback);
-    Py_CLEAR(h->repr);
-    return 0;
-}
-
-static void handle_dealloc(HandleObject *h) {
-    PyObject_GC_UnTrack(h);
-    if (h->weakreflist) PyObject_ClearWeakRefs((PyObject *)h);
-    handle_clear(h);
-    PyObject_GC_Del(h);
-}
-
-static PyObject *handle_cancel(HandleObject *h, PyObject *unused) {
-    if (h->cancelled) Py_RETURN_NONE;
-    LoopCoreObject *loop = h->loop;
-    if (h->is_timer && h->scheduled && loop) loop->timer_cancelled_count++;
-    if (h->queued && loop) loop->ready_cancelled++;
+int cs_loop_cancel_handle(LoopCoreObject *self, HandleObject *h) {
+    if (h->is_timer && h->scheduled) self->timer_cancelled_count++;
+    if (h->queued) self->ready_cancelled++;
     h->cancelled = 1;
-    if (loop && recording(loop) && record(loop, HANDLE_TAG | h->actor, CS_WRITE) < 0) return NULL;
-    if (loop && loop->debug) {
-        PyObject *r = PyObject_Repr((PyObject *)h);
-        if (!r) return NULL;
-        Py_XSETREF(h->repr, r);
-    }
-    Py_CLEAR(h->callback);
-    Py_CLEAR(h->args);
-    Py_RETURN_NONE;
-}
-
-static PyObject *handle_cancelled(HandleObject *h, PyObject *unused) {
-    return PyBool_FromLong(h->cancelled);
-}
-
-static PyObject *handle_get_context(HandleObject *h, PyObject *unused) {
-    return Py_NewRef(h->context ? h->context : Py_None);
-}
-
-static PyObject *handle_when(HandleObject *h, PyObject *unused) {
-    return PyFloat_FromDouble(h->when);
-}
-
-static PyObject *handle_repr(HandleObject *h) {
-    if (h->repr) return Py_NewRef(h->repr);
-    PyObject *parts = PyList_New(0), *s = NULL, *sep = NULL, *joined = NULL;
-    if (!parts) return NULL;
-    const char *tn = Py_TYPE(h)->tp_name, *dot = strrchr(tn, '.');
-#define ADD(expr)                                                          \
-    do {                                                                   \
-        if (!(s = (expr)) || PyList_Append(parts, s) < 0) goto done;       \
-        Py_CLEAR(s);                                                       \
-    } while (0)
-    ADD(PyUnicode_FromString(dot ? dot + 1 : tn));
-    if (h->cancelled) ADD(PyUnicode_FromString("cancelled"));
-    if (h->is_timer) {
-        PyObject *w = PyFloat_FromDouble(h->when);
-        if (!w) goto done;
-        ADD(PyUnicode_FromFormat("when=%S", w));
-        Py_DECREF(w);
-    }
-    if (h->callback)
-        ADD(PyObject_CallFunctionObjArgs(fmt_callback_source, h->callback,
-                                         h->args ? h->args : empty_tuple, NULL));
-    if (h->source_traceback && PyList_Check(h->source_traceback) &&
-        PyList_GET_SIZE(h->source_traceback) > 0) {
-        PyObject *fr = PyList_GET_ITEM(h->source_traceback,
-                                       PyList_GET_SIZE(h->source_traceback) - 1);
-        PyObject *file = PySequence_GetItem(fr, 0), *line = file ? PySequence_GetItem(fr, 1) : NULL;
-        if (!line) {
-            Py_XDECREF(file);
-            goto done;
-        }
-        s = PyUnicode_FromFormat("created at %S:%S", file, line);
-        Py_DECREF(file);
-        Py_DECREF(line);
-        if (!s || PyList_Append(parts, s) < 0) goto done;
-        Py_CLEAR(s);
-    }
-#undef ADD
-    if (!(sep = PyUnicode_FromString(" "))) goto done;
-    if (!(s = PyUnicode_Join(sep, parts))) goto done;
-    joined = PyUnicode_FromFormat("<%U>", s);
-done:
-    Py_XDECREF(s);
-    Py_XDECREF(sep);
-    Py_DECREF(parts);
-    return joined;
+    if (recording(self) && record(self, HANDLE_TAG | h->actor, CS_WRITE) < 0) return -1;
+    return 0;
 }
 
 /* Runs one handle as stock Handle._run does.  Returns -1 only for an
  * exception that must leave the loop (SystemExit, KeyboardInterrupt, or a
  * failure of the exception handler itself). */
-static int run_handle(LoopCoreObject *self, HandleObject *h) {
+int cs_loop_run_handle(LoopCoreObject *self, HandleObject *h) {
     PyObject *cb = h->callback, *args = h->args, *ctx = h->context;
     Py_INCREF(cb);
     Py_INCREF(args);
@@ -702,7 +524,7 @@ static int run_handle(LoopCoreObject *self, HandleObject *h) {
     Py_XDECREF(tb);
     PyObject *src = NULL, *msg = NULL, *context = NULL, *r = NULL;
     rc = -1;
-    if (!(src = PyObject_CallFunctionObjArgs(fmt_callback_source, cb, args, NULL))) goto fail;
+    if (!(src = PyObject_CallFunctionObjArgs(cs_fmt_callback_source, cb, args, NULL))) goto fail;
     if (!(msg = PyUnicode_FromFormat("Exception in callback %U", src))) goto fail;
     if (!(context = PyDict_New())) goto fail;
     if (PyDict_SetItem(context, s_message, msg) < 0 ||
@@ -727,143 +549,17 @@ out:
     return rc;
 }
 
-static PyObject *handle_run(HandleObject *h, PyObject *unused) {
-    if (h->cancelled || !h->loop) Py_RETURN_NONE;
-    if (run_handle(h->loop, h) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-static Py_hash_t timer_hash(HandleObject *h) {
-    PyObject *w = PyFloat_FromDouble(h->when);
-    if (!w) return -1;
-    Py_hash_t x = PyObject_Hash(w);
-    Py_DECREF(w);
-    return x;
-}
-
-static PyObject *timer_richcompare(PyObject *a, PyObject *b, int op) {
-    if (!PyObject_TypeCheck(b, &TimerHandleType)) Py_RETURN_NOTIMPLEMENTED;
-    HandleObject *x = (HandleObject *)a, *y = (HandleObject *)b;
-    int eq = -1;
-    if (op == Py_EQ || op == Py_NE || op == Py_LE || op == Py_GE) {
-        eq = x->when == y->when && x->cancelled == y->cancelled;
-        if (eq) {
-            PyObject *cx = x->callback ? x->callback : Py_None;
-            PyObject *cy = y->callback ? y->callback : Py_None;
-            PyObject *ax = x->args ? x->args : Py_None, *ay = y->args ? y->args : Py_None;
-            int c = PyObject_RichCompareBool(cx, cy, Py_EQ);
-            if (c < 0) return NULL;
-            if (c) c = PyObject_RichCompareBool(ax, ay, Py_EQ);
-            if (c < 0) return NULL;
-            eq = c;
-        }
-    }
-    switch (op) {
-    case Py_LT: return PyBool_FromLong(x->when < y->when);
-    case Py_GT: return PyBool_FromLong(x->when > y->when);
-    case Py_LE: return PyBool_FromLong(x->when < y->when || eq);
-    case Py_GE: return PyBool_FromLong(x->when > y->when || eq);
-    case Py_EQ: return PyBool_FromLong(eq);
-    case Py_NE: return PyBool_FromLong(!eq);
-    }
-    Py_RETURN_NOTIMPLEMENTED;
-}
-
-static PyObject *handle_get_callback(HandleObject *h, void *c) {
-    return Py_NewRef(h->callback ? h->callback : Py_None);
-}
-static PyObject *handle_get_args(HandleObject *h, void *c) {
-    return Py_NewRef(h->args ? h->args : Py_None);
-}
-static PyObject *handle_get_loop(HandleObject *h, void *c) {
-    return Py_NewRef(h->loop ? (PyObject *)h->loop : Py_None);
-}
-static PyObject *handle_get_cancelled(HandleObject *h, void *c) {
-    return PyBool_FromLong(h->cancelled);
-}
-static PyObject *handle_get_stb(HandleObject *h, void *c) {
-    return Py_NewRef(h->source_traceback ? h->source_traceback : Py_None);
-}
-static PyObject *handle_get_scheduled(HandleObject *h, void *c) {
-    return PyBool_FromLong(h->scheduled);
-}
-static PyObject *handle_get_when(HandleObject *h, void *c) { return PyFloat_FromDouble(h->when); }
-static PyObject *handle_get_actor(HandleObject *h, void *c) {
-    if (h->actor == CS_NO_ACTOR) Py_RETURN_NONE;
-    return PyLong_FromUnsignedLong(h->actor);
-}
-static PyObject *handle_get_scheduled_by(HandleObject *h, void *c) {
-    return PyLong_FromLongLong(h->after_all ? CS_AFTER_ALL : h->scheduled_by);
-}
-
-static PyGetSetDef handle_getset[] = {
-    {"_callback", (getter)handle_get_callback, NULL, NULL, NULL},
-    {"_args", (getter)handle_get_args, NULL, NULL, NULL},
-    {"_context", (getter)handle_get_context, NULL, NULL, NULL},
-    {"_loop", (getter)handle_get_loop, NULL, NULL, NULL},
-    {"_cancelled", (getter)handle_get_cancelled, NULL, NULL, NULL},
-    {"_source_traceback", (getter)handle_get_stb, NULL, NULL, NULL},
-    {"_cs_actor", (getter)handle_get_actor, NULL, "actor id of this handle's step, or None",
-     NULL},
-    {"_cs_scheduled_by", (getter)handle_get_scheduled_by, NULL,
-     "event index of the step that scheduled it (-1 outside steps, -2 after all)", NULL},
-    {NULL},
-};
-
-static PyGetSetDef timer_getset[] = {
-    {"_when", (getter)handle_get_when, NULL, NULL, NULL},
-    {"_scheduled", (getter)handle_get_scheduled, NULL, NULL, NULL},
-    {NULL},
-};
-
-static PyMethodDef handle_methods[] = {
-    {"cancel", (PyCFunction)handle_cancel, METH_NOARGS, "Cancel the call (idempotent)."},
-    {"cancelled", (PyCFunction)handle_cancelled, METH_NOARGS, "True if cancelled."},
-    {"get_context", (PyCFunction)handle_get_context, METH_NOARGS,
-     "The contextvars.Context the callback runs in."},
-    {"_run", (PyCFunction)handle_run, METH_NOARGS, "Run the callback now (as Handle._run)."},
-    {NULL},
-};
-
-static PyMethodDef timer_methods[] = {
-    {"when", (PyCFunction)handle_when, METH_NOARGS, "The scheduled time, in loop.time() units."},
-    {NULL},
-};
-
-static PyTypeObject HandleType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.Handle",
-    .tp_basicsize = sizeof(HandleObject),
-    .tp_dealloc = (destructor)handle_dealloc,
-    .tp_repr = (reprfunc)handle_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "A callback scheduled on a ControlledLoop (behaves like asyncio.Handle).",
-    .tp_traverse = (traverseproc)handle_traverse,
-    .tp_clear = (inquiry)handle_clear,
-    .tp_weaklistoffset = offsetof(HandleObject, weakreflist),
-    .tp_methods = handle_methods,
-    .tp_getset = handle_getset,
-};
-
-static PyTypeObject TimerHandleType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.TimerHandle",
-    .tp_basicsize = sizeof(HandleObject),
-    .tp_dealloc = (destructor)handle_dealloc,
-    .tp_repr = (reprfunc)handle_repr,
-    .tp_hash = (hashfunc)timer_hash,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "A timed callback on a ControlledLoop (behaves like asyncio.TimerHandle).",
-    .tp_traverse = (traverseproc)handle_traverse,
-    .tp_clear = (inquiry)handle_clear,
-    .tp_richcompare = timer_richcompare,
-    .tp_weaklistoffset = offsetof(HandleObject, weakreflist),
-    .tp_methods = timer_methods,
-    .tp_getset = timer_getset,
-    .tp_base = &HandleType,
-};
-
 /* ------------------------------------------------------------ LoopCore */
 
 static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
+    if (!cs_compat_ready()) {
+        /* without the check, no task step would be recognised as one */
+        PyErr_SetString(cs_CompatError, "chaossloth.compat has not checked this interpreter "
+                                         "yet: import chaossloth before creating a LoopCore");
+        return NULL;
+    }
     if (import_asyncio() < 0) return NULL;
     LoopCoreObject *self = (LoopCoreObject *)type->tp_alloc(type, 0);
     if (!self) return NULL;
@@ -930,7 +626,7 @@ static int loop_clear(LoopCoreObject *self) {
     Py_CLEAR(self->future_class);
     Py_CLEAR(self->task_class);
     Py_CLEAR(self->current_handle);
-    if (self->ex && cs_hooks_get_explorer() == self->ex) cs_hooks_set_explorer(NULL);
+    cs_exploration_release(self);
     self->ex = NULL;
     Py_CLEAR(self->explorer_obj);
     clear_execution(self);
@@ -1003,7 +699,7 @@ static PyObject *schedule_soon(LoopCoreObject *self, const char *name, PyObject 
     if (parse_cb(name, args, nargs, kwnames, 0, &ctx) < 0) return NULL;
     if (check_open(self) < 0) return NULL;
     if (self->debug && debug_checks(self, args[0], name) < 0) return NULL;
-    HandleObject *h = handle_new(self, &HandleType, args[0], args + 1, nargs - 1, ctx);
+    HandleObject *h = new_handle(self, 0, args[0], args + 1, nargs - 1, ctx);
     if (!h) return NULL;
     if (ready_push(self, (HandleObject *)Py_NewRef((PyObject *)h)) < 0) {
         Py_DECREF(h);
@@ -1036,7 +732,7 @@ static PyObject *schedule_at(LoopCoreObject *self, double when, const char *name
                              PyObject *const *args, Py_ssize_t nargs, PyObject *ctx) {
     if (check_open(self) < 0) return NULL;
     if (self->debug && debug_checks(self, args[0], name) < 0) return NULL;
-    HandleObject *h = handle_new(self, &TimerHandleType, args[0], args + 1, nargs - 1, ctx);
+    HandleObject *h = new_handle(self, 1, args[0], args + 1, nargs - 1, ctx);
     if (!h) return NULL;
     h->when = when;
     if (heap_push(self, (HandleObject *)Py_NewRef((PyObject *)h)) < 0) {
@@ -1075,16 +771,16 @@ static PyObject *loop_call_later(LoopCoreObject *self, PyObject *const *args, Py
     return schedule_at(self, self->now + delay, "call_at", args + 1, nargs - 1, ctx);
 }
 
-static PyObject *loop_time(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_time(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     if (recording(self) && record(self, CLOCK_OBJECT, CS_READ) < 0) return NULL;
     return PyFloat_FromDouble(self->now);
 }
 
-static PyObject *loop_get_debug(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_get_debug(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     return PyBool_FromLong(self->debug);
 }
 
-static PyObject *loop_create_future(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_create_future(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     PyObject *cls = self->future_class && self->future_class != Py_None ? self->future_class
                                                                          : future_type;
     static PyObject *kwnames;
@@ -1095,7 +791,7 @@ static PyObject *loop_create_future(LoopCoreObject *self, PyObject *unused) {
 
 static PyObject *loop_timer_handle_cancelled(LoopCoreObject *self, PyObject *handle) {
     int scheduled;
-    if (PyObject_TypeCheck(handle, &HandleType)) {
+    if (PyObject_TypeCheck(handle, &cs_HandleType)) {
         scheduled = ((HandleObject *)handle)->scheduled;
     } else {
         PyObject *v = PyObject_GetAttrString(handle, "_scheduled");
@@ -1202,7 +898,7 @@ static int run_fifo(LoopCoreObject *self) {
                 return budget_error(self);
             }
             self->steps++;
-            int rc = run_handle(self, h);
+            int rc = cs_loop_run_handle(self, h);
             Py_DECREF(h);
             if (rc < 0) return -1;
             if (self->foreign) return RUN_FOREIGN;
@@ -1229,7 +925,8 @@ static int ensure_event(LoopCoreObject *self, size_t ev) {
 
 static int is_asyncio_code(PyCodeObject *code) {
     Py_ssize_t n = PyUnicode_GetLength(asyncio_dir);
-    return PyUnicode_Tailmatch(code->co_filename, asyncio_dir, 0, n, -1) == 1;
+    PyObject *file = cs_compat_code_filename((PyObject *)code);
+    return PyUnicode_Tailmatch(file, asyncio_dir, 0, n, -1) == 1;
 }
 
 /* Where `task` is suspended: the innermost frame of its await chain that is
@@ -1277,7 +974,8 @@ static int stamp_reserve(LoopCoreObject *self, cs_actor a) {
     size_t old = self->stamp_cap;
     if (grow((void **)&self->stamp, &self->stamp_cap, (size_t)a + 1, sizeof *self->stamp) < 0)
         return -1;
-    if (self->stamp_cap > old) memset(self->stamp + old, 0, (self->stamp_cap - old) * sizeof *self->stamp);
+    if (self->stamp_cap > old)
+        memset(self->stamp + old, 0, (self->stamp_cap - old) * sizeof *self->stamp);
     return 0;
 }
 
@@ -1355,7 +1053,7 @@ static int record_shared_state(PyObject *cb, int depth) {
     } else if (PyCFunction_Check(cb)) {
         PyObject *m_self = PyCFunction_GET_SELF(cb);
         if (m_self && !PyModule_Check(m_self)) target = m_self;
-    } else if (depth < 4 && strcmp(Py_TYPE(cb)->tp_name, "functools.partial") == 0) {
+    } else if (depth < 4 && PyObject_TypeCheck(cb, (PyTypeObject *)partial_type)) {
         PyObject *fn = PyObject_GetAttrString(cb, "func");
         if (!fn) return -1;
         int rc = record_shared_state(fn, depth + 1);
@@ -1388,11 +1086,11 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     }
     if (rc == 0) rc = record(self, HANDLE_TAG | h->actor, CS_READ);
     if (rc == 0) {
-        task = task_of_step(h->callback);
+        task = cs_compat_task_of_step(h->callback);
         Py_XINCREF(task);
         if (!task) rc = record_shared_state(h->callback, 0);
     }
-    if (rc == 0) rc = run_handle(self, h);
+    if (rc == 0) rc = cs_loop_run_handle(self, h);
     if (rc == 0) rc = cs_hooks_sweep();
     if (task) {
         if (rc == 0) await_site(task, &self->site_code[ev], &self->site_line[ev]);
@@ -1488,7 +1186,7 @@ static int run_explorer(LoopCoreObject *self) {
     }
 }
 
-static PyObject *loop_run_steps(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_run_steps(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     if (self->running) {
         PyErr_SetString(PyExc_RuntimeError, "This event loop is already running");
         return NULL;
@@ -1498,8 +1196,10 @@ static PyObject *loop_run_steps(LoopCoreObject *self, PyObject *unused) {
     self->running = 1;
     int rc;
     if (self->ex) {
-        if (cs_hooks_get_explorer() != self->ex) cs_hooks_set_explorer(self->ex);
-        rc = run_explorer(self);
+        /* the slot is this loop's since attach (a no-op then); claimed again in case it was
+         * released meanwhile */
+        rc = cs_exploration_claim(self, (PyObject *)self, self->explorer_obj);
+        if (rc == 0) rc = run_explorer(self);
     } else {
         rc = run_fifo(self);
     }
@@ -1526,30 +1226,39 @@ static PyObject *loop_cs_attach(LoopCoreObject *self, PyObject *obj) {
     }
     cs_explorer *ex = cs_py_explorer_get(obj);
     if (!ex) return NULL;
-    if (self->ex && cs_hooks_get_explorer() == self->ex) cs_hooks_set_explorer(NULL);
+    /* a new execution: the hooks start afresh even when the explorer is the same */
+    cs_exploration_release(self);
+    if (cs_exploration_claim(self, (PyObject *)self, obj) < 0) return NULL;
     Py_XSETREF(self->explorer_obj, Py_NewRef(obj));
     self->ex = ex;
     clear_execution(self);
     self->steps = 0;
     self->in_iteration = 0;
-    cs_hooks_set_explorer(ex);
     Py_RETURN_NONE;
 }
 
+static void detach(LoopCoreObject *self) {
+    cs_exploration_release(self);
+    self->ex = NULL;
+    Py_CLEAR(self->explorer_obj);
+    self->in_iteration = 0;
+}
+
 static PyObject *loop_cs_detach(LoopCoreObject *self, PyObject *unused) {
+    (void)unused;
     if (self->running) {
         PyErr_SetString(PyExc_RuntimeError, "cannot detach the explorer of a running loop");
         return NULL;
     }
-    if (self->ex && cs_hooks_get_explorer() == self->ex) cs_hooks_set_explorer(NULL);
-    self->ex = NULL;
-    Py_CLEAR(self->explorer_obj);
-    self->in_iteration = 0;
+    detach(self);
     Py_RETURN_NONE;
 }
 
+/* close(): the loop will never run again, so it also gives the exploration slot back. */
 static PyObject *loop_cs_clear(LoopCoreObject *self, PyObject *unused) {
+    (void)unused;
     clear_queues(self);
+    if (!self->running) detach(self);
     Py_RETURN_NONE;
 }
 
@@ -1559,12 +1268,13 @@ static PyObject *actor_description(LoopCoreObject *self, cs_actor a, int *kind) 
     actor_slot *s = &self->actors[a];
     *kind = s->kind;
     if (s->kind == 2) return Py_NewRef(s->ref);
-    PyObject *task = PyWeakref_GET_OBJECT(s->ref);
-    if (task == Py_None) return Py_NewRef(s->name ? s->name : Py_None);
-    return Py_NewRef(task);
+    PyObject *task = cs_compat_weakref_get(s->ref);
+    if (task != Py_None) return task; /* or NULL: an exception */
+    Py_DECREF(task);
+    return Py_NewRef(s->name ? s->name : Py_None);
 }
 
-static PyObject *loop_cs_actors(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_cs_actors(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (size_t a = 0; a < self->n_actors; a++) {
@@ -1587,7 +1297,7 @@ fail:
     return NULL;
 }
 
-static PyObject *loop_cs_actor_kinds(LoopCoreObject *self, void *c) {
+static PyObject *loop_cs_actor_kinds(LoopCoreObject *self, void *Py_UNUSED(c)) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (size_t a = 0; a < self->n_actors; a++) {
@@ -1605,14 +1315,14 @@ static PyObject *loop_cs_actor_kinds(LoopCoreObject *self, void *c) {
     return d;
 }
 
-static PyObject *loop_cs_await_sites(LoopCoreObject *self, PyObject *unused) {
+static PyObject *loop_cs_await_sites(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     PyObject *out = PyList_New((Py_ssize_t)self->n_events);
     if (!out) return NULL;
     for (size_t i = 0; i < self->n_events; i++) {
         PyObject *v;
         if (self->site_code[i]) {
-            PyCodeObject *code = (PyCodeObject *)self->site_code[i];
-            v = Py_BuildValue("(Oi)", code->co_filename, self->site_line[i]);
+            v = Py_BuildValue("(Oi)", cs_compat_code_filename(self->site_code[i]),
+                              self->site_line[i]);
             if (!v) {
                 Py_DECREF(out);
                 return NULL;
@@ -1625,7 +1335,7 @@ static PyObject *loop_cs_await_sites(LoopCoreObject *self, PyObject *unused) {
     return out;
 }
 
-static PyObject *loop_cs_choices(LoopCoreObject *self, void *c) {
+static PyObject *loop_cs_choices(LoopCoreObject *self, void *Py_UNUSED(c)) {
     PyObject *out = PyList_New((Py_ssize_t)self->n_events);
     if (!out) return NULL;
     for (size_t i = 0; i < self->n_events; i++) {
@@ -1639,23 +1349,23 @@ static PyObject *loop_cs_choices(LoopCoreObject *self, void *c) {
     return out;
 }
 
-static PyObject *loop_get_cs_actor(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_cs_actor(LoopCoreObject *self, void *Py_UNUSED(c)) {
     if (self->cur_actor == CS_NO_ACTOR) Py_RETURN_NONE;
     return PyLong_FromUnsignedLong(self->cur_actor);
 }
-static PyObject *loop_get_cs_event(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_cs_event(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return PyLong_FromLongLong(self->cur_event);
 }
-static PyObject *loop_get_cs_explorer(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_cs_explorer(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return Py_NewRef(self->explorer_obj ? self->explorer_obj : Py_None);
 }
-static PyObject *loop_get_cs_div_enabled(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_cs_div_enabled(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return Py_NewRef(self->div_enabled ? self->div_enabled : Py_None);
 }
-static PyObject *loop_get_timers(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_timers(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return PyUnicode_FromString(self->relaxed ? "relaxed" : "strict");
 }
-static int loop_set_timers(LoopCoreObject *self, PyObject *v, void *c) {
+static int loop_set_timers(LoopCoreObject *self, PyObject *v, void *Py_UNUSED(c)) {
     if (v && PyUnicode_Check(v)) {
         if (PyUnicode_CompareWithASCIIString(v, "strict") == 0) {
             self->relaxed = 0;
@@ -1669,11 +1379,11 @@ static int loop_set_timers(LoopCoreObject *self, PyObject *v, void *c) {
     PyErr_Format(PyExc_ValueError, "timers must be 'strict' or 'relaxed', not %R", v ? v : Py_None);
     return -1;
 }
-static PyObject *loop_get_max_steps(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_max_steps(LoopCoreObject *self, void *Py_UNUSED(c)) {
     if (!self->max_steps) Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(self->max_steps);
 }
-static int loop_set_max_steps(LoopCoreObject *self, PyObject *v, void *c) {
+static int loop_set_max_steps(LoopCoreObject *self, PyObject *v, void *Py_UNUSED(c)) {
     if (!v || v == Py_None) {
         self->max_steps = 0;
         return 0;
@@ -1689,32 +1399,36 @@ static int loop_set_max_steps(LoopCoreObject *self, PyObject *v, void *c) {
     PyErr_Format(PyExc_ValueError, "max_steps must be a positive int or None, not %R", v);
     return -1;
 }
-static PyObject *loop_get_steps(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_steps(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return PyLong_FromUnsignedLongLong(self->steps);
 }
-static PyObject *loop_get_ready_count(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_ready_count(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return PyLong_FromSize_t(self->rlen);
 }
-static PyObject *loop_get_timer_count(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_timer_count(LoopCoreObject *self, void *Py_UNUSED(c)) {
     size_t n = 0;
     for (size_t i = 0; i < self->hlen; i++) n += !self->heap[i]->cancelled;
     return PyLong_FromSize_t(n);
 }
-static PyObject *loop_get_now(LoopCoreObject *self, void *c) { return PyFloat_FromDouble(self->now); }
-static PyObject *loop_get_scheduled(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_now(LoopCoreObject *self, void *Py_UNUSED(c)) {
+    return PyFloat_FromDouble(self->now);
+}
+static PyObject *loop_get_scheduled(LoopCoreObject *self, void *Py_UNUSED(c)) {
     PyObject *out = PyList_New((Py_ssize_t)self->hlen);
     if (!out) return NULL;
     for (size_t i = 0; i < self->hlen; i++)
         PyList_SET_ITEM(out, (Py_ssize_t)i, Py_NewRef((PyObject *)self->heap[i]));
     return out;
 }
-static PyObject *loop_get_ready(LoopCoreObject *self, void *c) {
+static PyObject *loop_get_ready(LoopCoreObject *self, void *Py_UNUSED(c)) {
     PyObject *out = PyList_New((Py_ssize_t)self->rlen);
     if (!out) return NULL;
     for (size_t i = 0; i < self->rlen; i++)
         PyList_SET_ITEM(out, (Py_ssize_t)i, Py_NewRef((PyObject *)ready_at(self, i)));
     return out;
 }
+
+/* --------------------------------------------------------------- type */
 
 static PyGetSetDef loop_getset[] = {
     {"_cs_actor", (getter)loop_get_cs_actor, NULL,
@@ -1764,7 +1478,8 @@ static PyMethodDef loop_methods[] = {
      "Like call_soon(); from another thread it raises NondeterminismError."},
     {"call_later", FASTKW(loop_call_later),
      "call_later(delay, callback, *args, context=None) -> TimerHandle"},
-    {"call_at", FASTKW(loop_call_at), "call_at(when, callback, *args, context=None) -> TimerHandle"},
+    {"call_at", FASTKW(loop_call_at),
+     "call_at(when, callback, *args, context=None) -> TimerHandle"},
     {"time", (PyCFunction)loop_time, METH_NOARGS, "The virtual clock (seconds, starts at 0)."},
     {"get_debug", (PyCFunction)loop_get_debug, METH_NOARGS, "True in debug mode."},
     {"create_future", (PyCFunction)loop_create_future, METH_NOARGS,
@@ -1776,7 +1491,8 @@ static PyMethodDef loop_methods[] = {
     {"_cs_attach", (PyCFunction)loop_cs_attach, METH_O,
      "Make every step go through the explorer (starts a new execution's bookkeeping)."},
     {"_cs_detach", (PyCFunction)loop_cs_detach, METH_NOARGS, "Back to plain fifo dispatch."},
-    {"_cs_clear", (PyCFunction)loop_cs_clear, METH_NOARGS, "Drop every queued handle."},
+    {"_cs_clear", (PyCFunction)loop_cs_clear, METH_NOARGS,
+     "Drop every queued handle; detach the explorer unless running (close())."},
     {"_cs_actors", (PyCFunction)loop_cs_actors, METH_NOARGS,
      "{actor id: task object (or its description once it is gone) | callback description}"},
     {"_cs_await_sites", (PyCFunction)loop_cs_await_sites, METH_NOARGS,
@@ -1799,11 +1515,7 @@ static PyTypeObject LoopCoreType = {
 };
 
 int cs_register_loop(PyObject *module) {
-    if (PyType_Ready(&HandleType) < 0) return -1;
-    if (PyType_Ready(&TimerHandleType) < 0) return -1;
     if (PyType_Ready(&LoopCoreType) < 0) return -1;
-    if (PyModule_AddObjectRef(module, "Handle", (PyObject *)&HandleType) < 0) return -1;
-    if (PyModule_AddObjectRef(module, "TimerHandle", (PyObject *)&TimerHandleType) < 0) return -1;
     if (PyModule_AddObjectRef(module, "LoopCore", (PyObject *)&LoopCoreType) < 0) return -1;
     return 0;
 }

@@ -1,13 +1,24 @@
 /*
- * module.c -- chaossloth._core: module init and the translation of engine
- * status codes into Python exceptions (the only place that does it).
+ * module.c -- chaossloth._core: module init, the translation of engine
+ * status codes into Python exceptions (the only place that does it), and the
+ * process-wide exploration slot.
+ *
+ * Module state: process-global, by design.  The access hooks (hooks.c) and
+ * the loop record into ONE explorer: canonical object ids, the objects kept
+ * alive for an execution and the explorer pointer are process-wide.  So at
+ * most one exploration is active per process, and it is enforced here:
+ * cs_exploration_claim refuses a second owner with ExplorationActiveError
+ * (ARCHITECTURE.md, "One exploration per process").  The module is
+ * single-phase (m_size = -1) and refuses to be loaded twice.
  */
-#include "bridge.h"
+#include "compat.h"
 
 PyObject *cs_EngineError;
 PyObject *cs_DivergedError;
 PyObject *cs_BudgetError;
 PyObject *cs_BlockedError;
+PyObject *cs_CompatError;
+PyObject *cs_ExplorationActiveError;
 
 int cs_py_check(int status) {
     if (status == CS_OK) return 0;
@@ -22,11 +33,63 @@ int cs_py_check(int status) {
     return -1;
 }
 
+/* ------------------------------------------------ one exploration per process */
+
+/* Invariant: active_owner != NULL iff an exploration is active; then
+ * active_explorer is a strong reference to its Explorer (so the cs_explorer
+ * the hooks record into cannot be freed under them) and the hooks point at
+ * it. */
+static const void *active_owner;
+static PyObject *active_explorer;
+static PyObject *active_owner_repr; /* for the error message */
+
+int cs_exploration_claim(const void *owner, PyObject *owner_obj, PyObject *explorer) {
+    cs_explorer *ex = cs_py_explorer_get(explorer);
+    if (!ex) return -1;
+    if (active_owner && active_owner != owner) {
+        PyErr_Format(cs_ExplorationActiveError,
+                     "another exploration is active in this process (its explorer is attached "
+                     "to %U): ChaosSloth runs one exploration per process; detach it first "
+                     "(loop._cs_detach(), loop.close(), or _core.hooks_attach(None))",
+                     active_owner_repr);
+        return -1;
+    }
+    if (active_owner == owner && active_explorer == explorer && cs_hooks_get_explorer() == ex)
+        return 0; /* already claimed: keep this execution's hook state */
+    PyObject *r = owner_obj ? PyObject_Repr(owner_obj) : PyUnicode_FromString("the hooks");
+    if (!r) return -1;
+    Py_XSETREF(active_owner_repr, r);
+    Py_XSETREF(active_explorer, Py_NewRef(explorer));
+    active_owner = owner;
+    cs_hooks_set_explorer(ex);
+    return 0;
+}
+
+void cs_exploration_release(const void *owner) {
+    if (!owner || active_owner != owner) return;
+    active_owner = NULL;
+    cs_hooks_set_explorer(NULL);
+    Py_CLEAR(active_owner_repr);
+    Py_CLEAR(active_explorer); /* last: may free the explorer */
+}
+
+int cs_exploration_owned_by(const void *owner) { return owner && active_owner == owner; }
+
+/* ------------------------------------------------------------ module init */
+
+static PyMethodDef module_methods[] = {
+    {"_compat_check", (PyCFunction)(void (*)(void))cs_compat_check, METH_FASTCALL,
+     "_compat_check(c_task, c_step, c_wakeup, py_step, py_wakeup): verify the CPython layouts "
+     "the extension relies on against probe objects (chaossloth.compat calls it at import)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef core_module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "chaossloth._core",
     .m_doc = "ChaosSloth's C engine and the controlled event loop's core.",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 #define NEW_ERROR(var, name, base)                                              \
@@ -42,6 +105,9 @@ PyMODINIT_FUNC PyInit__core(void) {
     NEW_ERROR(cs_DivergedError, "DivergedError", cs_EngineError);
     NEW_ERROR(cs_BudgetError, "BudgetError", cs_EngineError);
     NEW_ERROR(cs_BlockedError, "BlockedError", cs_EngineError);
+    NEW_ERROR(cs_CompatError, "CompatError", PyExc_ImportError);
+    NEW_ERROR(cs_ExplorationActiveError, "ExplorationActiveError", PyExc_RuntimeError);
+    if (cs_register_handles(m) < 0) goto fail;
     if (cs_register_loop(m) < 0) goto fail;
     if (cs_register_hooks(m) < 0) goto fail;
     if (cs_register_explorer(m) < 0) goto fail;

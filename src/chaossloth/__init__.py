@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# first: refuses an unsupported interpreter with one message (chaossloth.compat)
+from chaossloth import compat as _compat  # noqa: F401
 from chaossloth.errors import (
     ChaosSlothError,
     DeadlockError,

@@ -8,9 +8,9 @@ dispatch loop) is C: :class:`chaossloth._core.LoopCore`.  This module adds the r
 Semantics, in one place:
 
 * **Order.**  Without an explorer, callbacks run in exactly the order of stock asyncio's
-  ``BaseEventLoop._run_once`` (3.11): each iteration moves the due timers to the ready queue
-  (deadline order; equal deadlines in the order stock's heapq pops them) and then runs exactly
-  the callbacks that were ready when it started.
+  ``BaseEventLoop._run_once`` (the same in 3.11, 3.12 and 3.13): each iteration moves the due
+  timers to the ready queue (deadline order; equal deadlines in the order stock's heapq pops
+  them) and then runs exactly the callbacks that were ready when it started.
 * **Virtual time.**  ``loop.time()`` starts at 0.0 and only moves when nothing is ready, to the
   earliest pending deadline, so ``await asyncio.sleep(3600)`` returns at once.  A timer is due
   when ``when <= loop.time()``.
@@ -39,7 +39,7 @@ from asyncio import coroutines, events, futures, tasks
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from chaossloth import _core, deadlock
+from chaossloth import _core, compat, deadlock
 from chaossloth.errors import (
     DeadlockError,
     InputError,
@@ -223,7 +223,7 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
                 task = self._task_factory(self, coro)
             else:
                 task = self._task_factory(self, coro, context=context)
-            tasks._set_task_name(task, name)
+            compat.set_task_name(task, name)
         self._cs_created.append(weakref.ref(task))
         if len(self._cs_created) > self._cs_created_pruned:
             self._cs_created = [r for r in self._cs_created if r() is not None]
@@ -424,7 +424,7 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
                 logger.error("Exception in default exception handler", exc_info=True)  # noqa: G201
             return
         try:
-            self._exception_handler(self, context)
+            compat.call_user_exception_handler(self._exception_handler, self, context)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:  # noqa: BLE001 - the user's handler broke, as stock
@@ -505,8 +505,9 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         """Accepted for compatibility; jobs run on the loop thread regardless."""
         self._default_executor = executor
 
-    async def shutdown_default_executor(self) -> None:
-        """Nothing to wait for: jobs run in steps of the loop itself."""
+    async def shutdown_default_executor(self, timeout: float | None = None) -> None:
+        """Nothing to wait for: jobs run in steps of the loop itself (``timeout``, which
+        asyncio.Runner passes from 3.12, is accepted and unused)."""
         self._executor_shutdown_called = True
 
     # --------------------------------------------------------------- foreign threads

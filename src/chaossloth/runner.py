@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaossloth import _core
+from chaossloth import _core, compat
 from chaossloth import errors as _errors
 from chaossloth.capture import sync
 from chaossloth.config import DEFAULTS, Config
@@ -423,7 +423,7 @@ class _Driver:
         aborted = False
         divergence: dict[str, Any] | None = None
         undo = self._install()
-        old_loop = _get_event_loop_or_none()
+        old_loop = compat.get_set_event_loop()
         asyncio.set_event_loop(loop)
         try:
             loop._cs_attach(ex)
@@ -708,13 +708,6 @@ def _run_oracle(oracle: Callable[[Any], Any], value: Any) -> Failure | None:
     if verdict is False:
         return Failure("oracle", "OracleFailure", "the oracle rejected the final state")
     return Failure("oracle", "NotSerializable", str(verdict))
-
-
-def _get_event_loop_or_none() -> Any:
-    try:
-        return asyncio.get_event_loop_policy()._local._loop  # type: ignore[attr-defined]
-    except AttributeError:
-        return None
 
 
 # ------------------------------------------------------------------ nondeterminism

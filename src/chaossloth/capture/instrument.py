@@ -71,6 +71,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from chaossloth import compat
 from chaossloth.capture import sites
 
 # symtable scope codes (CPython's _symtable constants)
@@ -509,6 +510,7 @@ class Instrumenter(ast.NodeTransformer):
                 if (
                     sc == _CELL
                     and name not in ("__class__", "__classdict__")
+                    and not compat.from_inlined_comprehension(scope.table.lookup(name))
                     and _escapes(scope.table, name)
                 ):
                     scope.shared_cells.add(name)
@@ -561,6 +563,8 @@ class Instrumenter(ast.NodeTransformer):
             first_iter = self._wrap_iter(first_iter, gens[0].iter)
         gens[0].iter = first_iter
         scope = self._child_scope("comp", "function", _COMP_NAMES[type(node)], node)
+        if scope.table is None and compat.COMPREHENSIONS_INLINED:
+            scope = self._inlined_comp_scope(node)
 
         def inner() -> None:
             for i, g in enumerate(gens):
@@ -576,6 +580,24 @@ class Instrumenter(ast.NodeTransformer):
 
         self._in_scope(scope, inner)
         return node
+
+    def _inlined_comp_scope(self, node: Any) -> _Scope:
+        """3.12+ (PEP 709): a list/set/dict comprehension without a table of its own.  Its
+        names resolve as in a function nested in the enclosing scope (class and module names
+        are globals there); its targets are its own; its lambdas are the parent's children."""
+        parent = self.scope
+        assert parent is not None
+        scope = _Scope("comp", None, parent, parent.class_name)
+        scope.children = parent.children
+        for name, sc in parent.symbols.items():
+            if parent.kind in ("module", "class") and sc not in (_FREE, _GLOBAL_EXPLICIT):
+                sc = _GLOBAL_IMPLICIT
+            scope.symbols[name] = _FREE if sc == _CELL else sc  # the parent's cell
+        for g in node.generators:
+            for n in ast.walk(g.target):
+                if isinstance(n, ast.Name):
+                    scope.symbols[mangle(n.id, parent.class_name)] = _CELL  # its own variable
+        return scope
 
     def _visit_new_comp(self, node: Any) -> ast.AST:
         return self._new(self._visit_comp(node), node)

@@ -1,0 +1,52 @@
+/*
+ * compat.h -- every piece of the extension that depends on the CPython
+ * version (private layouts, type names, private functions, deprecated API).
+ * No other file of ext/ may use a CPython-private name or layout; each entry
+ * says which versions it serves and why it is needed (compat.c has the
+ * details).  Its Python twin is src/chaossloth/compat.py.
+ *
+ * Supported: CPython 3.11, 3.12 and 3.13.  Another version fails to compile
+ * with one #error (compat.c); a supported version whose asyncio does not
+ * match the layouts below fails at import with one message: compat.py calls
+ * cs_compat_check (exposed as _core._compat_check) with a probe task before
+ * anything else uses the extension.
+ */
+#ifndef CS_COMPAT_H
+#define CS_COMPAT_H
+
+#include "bridge.h"
+
+/* _core._compat_check(c_task, c_step, c_wakeup, py_step, py_wakeup): checks
+ * the probe objects compat.py made against the layouts compiled in, and
+ * remembers what identifies a task's steps.  None on success; raises
+ * _core.CompatError (one message naming what did not match) otherwise. */
+PyObject *cs_compat_check(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* 1 once cs_compat_check has succeeded.  LoopCore refuses to be created
+ * before (the step detection below would silently miss every task). */
+int cs_compat_ready(void);
+
+/* The task whose step `cb` is (borrowed), or NULL: a C Task's step wrapper
+ * or wakeup builtin, or a bound __step / __wakeup of asyncio's pure-Python
+ * Task (and subclasses).  Never raises. */
+PyObject *cs_compat_task_of_step(PyObject *cb);
+
+/* The referent of a weak reference as a new reference, Py_None (new
+ * reference) when it is dead, or NULL with an exception. */
+PyObject *cs_compat_weakref_get(PyObject *ref);
+
+/* The attribute `name` (an interned str) found on the MRO of `type` without
+ * invoking descriptors (borrowed), or NULL, never raising: what
+ * type.__call__ itself looks up. */
+PyObject *cs_compat_type_lookup(PyTypeObject *type, PyObject *name);
+
+/* A code object's co_filename (borrowed; `code` must be a code object). */
+PyObject *cs_compat_code_filename(PyObject *code);
+
+/* A Python function's __qualname__ (borrowed; `fn` must be a function). */
+PyObject *cs_compat_function_qualname(PyObject *fn);
+
+/* A builtin function's C name (`cb` must pass PyCFunction_Check). */
+const char *cs_compat_cfunction_name(PyObject *cb);
+
+#endif
