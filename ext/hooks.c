@@ -389,7 +389,7 @@ static id_slot *id_find(PyObject *o) {
 /* The IdRef's callback: o died, its slot (if it is still this IdRef's)
  * goes; its cid stays used.  Dropping the IdRef here is safe: CPython does
  * not touch a weakref after calling its callback. */
-static PyObject *idref_died(PyObject *unused, PyObject *wr) {
+static PyObject *idref_died(PyObject *Py_UNUSED(unused), PyObject *wr) {
     if (Py_IS_TYPE(wr, &IdRef_Type)) {
         id_slot *s = id_probe(((IdRefObject *)wr)->addr);
         if (s && s->wr == wr) { /* else: a reset already dropped the slot */
