@@ -1084,16 +1084,16 @@ def _step_ids(sched: Sequence[int]) -> list[tuple[int, int]]:
 
 @dataclass
 class CaptureGap:
-    """Two steps of a failing schedule that DPOR never ordered the way the failure needs: the
-    step at position `first` ran before the step at `second` in the failing schedule, and
-    (`every`: in every one, else in at least one of) the `sharing` DPOR executions that share
-    the failing schedule's first `first` steps ran `second` before `first`.  `second` is None
-    when no later step of the failing schedule ran before `first` in any of them."""
+    """Two steps of a failing schedule that DPOR never ran in that order: the step at position
+    `first` ran before the step at position `second` in the failing schedule, and every one of
+    the DPOR executions that share the failing schedule's first `prefix` steps and ran both
+    (`sharing` of them share the prefix) ran them the other way round.  `second` is None when
+    no pair qualifies (then `first` is `prefix`: the step no DPOR execution ran there)."""
 
     first: int
     second: int | None
+    prefix: int
     sharing: int
-    every: bool
     compared: int
 
 
@@ -1103,20 +1103,22 @@ def find_capture_gap(
     """The step pair of `failing` (a schedule DPOR's exploration did not cover) that DPOR
     ordered the other way.  The rule, exactly:
 
-    1. m = the length of the longest prefix that `failing` shares with an explored schedule
-       (every DPOR execution counts, sleep-set-blocked ones with their partial schedule);
-       S = the explored schedules sharing that prefix.  A step is (actor, its index among that
-       actor's steps), the same step in every schedule with the same prefix before it.
-    2. first = failing's step m: after the common prefix, the failing schedule runs it where no
-       execution of S did.
-    3. second = the earliest step of failing after position m that every execution of S ran
-       before `first` (an execution that never ran a step places it after all of its own; one
-       that ran neither of the two says nothing); if none does for every one, the earliest that
-       at least one execution of S ran before `first` (``every`` False).
+    1. A step is (actor, how many steps that actor ran before it): the same step in every
+       schedule with the same prefix before it.  m = the length of the longest prefix that
+       `failing` shares with an explored schedule (every DPOR execution counts, a
+       sleep-set-blocked one with its partial schedule); S = the explored schedules sharing it.
+    2. A pair (x, y) of steps of two different actors, x before y in `failing` at positions
+       m <= i < j, is *reversed* when at least one schedule of S ran both and every schedule
+       of S that ran both ran y before x (a schedule that lacks one of them, because its
+       control flow went elsewhere, says nothing).
+    3. The pair named is the reversed pair with the smallest j (the first step of `failing`
+       that runs after a step DPOR always ran after it), and for that j the largest i (the
+       reversed step closest before it).  None reversed: ``second`` is None, ``first`` is m.
     Returns None when nothing was explored or `failing` is itself an explored schedule.
     """
     f = list(failing)
-    best, sharing, compared = -1, [], 0
+    best, compared = -1, 0
+    sharing: list[list[int]] = []
     for sched in explored:
         compared += 1
         n = _common_prefix(f, sched)
@@ -1127,22 +1129,17 @@ def find_capture_gap(
     if best < 0 or best >= len(f):
         return None
     ids = _step_ids(f)
-    first = ids[best]
     positions = [{st: i for i, st in enumerate(_step_ids(s))} for s in sharing]
-    some: int | None = None
     for j in range(best + 1, len(f)):
-        b = ids[j]
-        votes = []
-        for pos in positions:
-            pa, pb = pos.get(first), pos.get(b)
-            if pa is None and pb is None:
+        y = ids[j]
+        for i in range(j - 1, best - 1, -1):
+            x = ids[i]
+            if x[0] == y[0]:
                 continue
-            votes.append(pb is not None and (pa is None or pb < pa))
-        if votes and all(votes):
-            return CaptureGap(best, j, len(sharing), True, compared)
-        if some is None and any(votes):
-            some = j
-    return CaptureGap(best, some, len(sharing), False, compared)
+            votes = [pos[y] < pos[x] for pos in positions if x in pos and y in pos]
+            if votes and all(votes):
+                return CaptureGap(i, j, best, len(sharing), compared)
+    return CaptureGap(best, None, best, len(sharing), compared)
 
 
 @dataclass
@@ -1211,11 +1208,70 @@ def sentinel(
         out.phases.append("random")
     out.seconds = time.monotonic() - started
     out.executions, out.failures = result.executions, result.failing_executions
+    failing = result.minimal_failure
+    if failing is not None:
+        failing = _towards_explored(factory, failing, explored, cfg, oracle)
+        result.minimal_failure = failing
+        if result.first_failure is not failing:
+            result.first_failure = failing
     _detail_failure(factory, result, cfg, oracle)
     out.failing = result.minimal_failure
     if out.failing is not None:
         out.gap = find_capture_gap(out.failing.schedule, explored)
     return out
+
+
+#: replays the sentinel may spend moving its failing schedule towards DPOR's executions
+SENTINEL_SHRINK_REPLAYS = 64
+
+
+def _towards_explored(
+    factory: ScenarioFactory,
+    failing: ExecutionResult,
+    explored: ScheduleLog,
+    cfg: Config,
+    oracle: Callable[[Any], Any] | None,
+) -> ExecutionResult:
+    """The sentinel's failing schedule with the reorders it does not need undone, so that the
+    pair find_capture_gap names is one the failure depends on: while there is a pair (x at i,
+    y at j), replay the schedule with y moved just before x, else with x moved just after y
+    (DPOR's order); the first variant that replays (no divergence) and still fails with the
+    same exception type replaces the schedule and the loop goes on; when neither does, that
+    pair is one the failure needs.  At most SENTINEL_SHRINK_REPLAYS rounds, never a schedule
+    twice."""
+    want = failing.failure.type_name if failing.failure is not None else None
+    current = failing
+    seen = {tuple(failing.schedule)}
+    for _ in range(SENTINEL_SHRINK_REPLAYS):
+        gap = find_capture_gap(current.schedule, explored)
+        if gap is None or gap.second is None:
+            break
+        sched, i, j = current.schedule, gap.first, gap.second
+        better: ExecutionResult | None = None
+        for variant in (
+            [*sched[:i], sched[j], *sched[i:j], *sched[j + 1 :]],  # y moved before x
+            [*sched[:i], *sched[i + 1 : j + 1], sched[i], *sched[j + 1 :]],  # x after y
+        ):
+            if tuple(variant) in seen:
+                continue
+            seen.add(tuple(variant))
+            r = run_once(
+                factory,
+                schedule=variant,
+                actor_paths=current.actor_paths,
+                oracle=oracle,
+                detailed=False,
+                raise_on_divergence=False,
+                config=cfg,
+            )
+            if r.failed and r.failure is not None and r.failure.type_name == want:
+                better = r
+                break
+        if better is None:
+            break
+        better.index, better.strategy, better.seed = current.index, current.strategy, current.seed
+        current = better
+    return current
 
 
 __all__ = [

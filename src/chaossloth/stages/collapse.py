@@ -202,13 +202,13 @@ def gap_json(s: SentinelResult) -> dict[str, Any] | None:
     return {
         "first": _step_json(failing, gap.first),
         "second": None if gap.second is None else _step_json(failing, gap.second),
-        "common_prefix": gap.first,
+        "common_prefix": gap.prefix,
         "dpor_executions_sharing_prefix": gap.sharing,
-        "every_sharing_execution": gap.every,
         "rule": (
-            "after the longest prefix the failing schedule shares with a DPOR execution, "
-            "'first' is the step it runs where none of them did, 'second' the earliest later "
-            "step that every DPOR execution sharing the prefix ran before 'first'"
+            "after the longest prefix the failing schedule shares with a DPOR execution: the "
+            "first step ('second') that runs after a step of another actor ('first') which "
+            "every DPOR execution sharing that prefix and running both ran after it "
+            "(runner.find_capture_gap)"
         ),
     }
 
@@ -238,12 +238,11 @@ def gap_text(gap: dict[str, Any] | None) -> str:
     first = step_text(gap["first"])
     if gap["second"] is None:
         return (
-            f"Not recorded as dependent: {first}, which the failing schedule runs after step "
-            f"{gap['common_prefix']} where no DPOR execution did."
+            "No pair of steps was ordered the other way by DPOR; the failing schedule leaves "
+            f"DPOR's executions at {first}."
         )
-    every = "every" if gap["every_sharing_execution"] else "some"
     return (
-        f"Not recorded as dependent: {first} and {step_text(gap['second'])}: the failing "
-        f"schedule runs the first before the second, {every} DPOR execution sharing its first "
+        f"Not recorded as dependent: {first}, then {step_text(gap['second'])}: the failing "
+        f"schedule runs them in this order, every DPOR execution sharing its first "
         f"{gap['common_prefix']} steps ran them the other way round."
     )
