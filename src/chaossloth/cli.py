@@ -183,7 +183,7 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
             line.close()
     if cfg.quiet:
         if res.failed:
-            print(f"FAIL {res.hazard}: {res.schedule_file}")
+            print(f"FAIL {res.hazard}: {res.schedule_file or 'on the stock loop (no schedule)'}")
         else:
             print("PASS" + (" (complete)" if res.complete else " (incomplete)"))
     return EXIT_FAIL if res.failed else EXIT_PASS

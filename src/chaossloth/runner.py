@@ -1055,6 +1055,11 @@ class ScheduleLog:
         self.count += 1
         self._last = sched
 
+    def add_dpor(self, result: ExecutionResult) -> None:
+        """add() for the executions of the dpor phase only (auto's pct phase is not kept)."""
+        if result.strategy == "dpor":
+            self.add(result)
+
     def __iter__(self) -> Iterator[list[int]]:
         cur: list[int] = []
         for shared, rest in self._rows:
@@ -1097,6 +1102,11 @@ class CaptureGap:
     compared: int
 
 
+#: find_capture_gap's bounds: explored schedules compared, steps after the common prefix
+GAP_MAX_SHARING = 2000
+GAP_MAX_SPAN = 128
+
+
 def find_capture_gap(
     failing: Sequence[int], explored: Iterable[Sequence[int]]
 ) -> CaptureGap | None:
@@ -1114,23 +1124,29 @@ def find_capture_gap(
     3. The pair named is the reversed pair with the smallest j (the first step of `failing`
        that runs after a step DPOR always ran after it), and for that j the largest i (the
        reversed step closest before it).  None reversed: ``second`` is None, ``first`` is m.
+    Bounds (the cost stays small whatever DPOR ran): S is the first GAP_MAX_SHARING explored
+    schedules sharing the prefix (in exploration order; `sharing` counts them all), and only
+    pairs with j < m + GAP_MAX_SPAN are considered.  `explored` is iterated twice.
     Returns None when nothing was explored or `failing` is itself an explored schedule.
     """
     f = list(failing)
     best, compared = -1, 0
-    sharing: list[list[int]] = []
     for sched in explored:
         compared += 1
-        n = _common_prefix(f, sched)
-        if n > best:
-            best, sharing = n, [list(sched)]
-        elif n == best:
-            sharing.append(list(sched))
+        best = max(best, _common_prefix(f, sched))
     if best < 0 or best >= len(f):
         return None
     ids = _step_ids(f)
-    positions = [{st: i for i, st in enumerate(_step_ids(s))} for s in sharing]
-    for j in range(best + 1, len(f)):
+    wanted = set(ids[best : best + GAP_MAX_SPAN])
+    positions: list[dict[tuple[int, int], int]] = []
+    sharing = 0
+    for sched in explored:
+        if _common_prefix(f, sched) != best:
+            continue
+        sharing += 1
+        if len(positions) < GAP_MAX_SHARING:
+            positions.append({st: i for i, st in enumerate(_step_ids(sched)) if st in wanted})
+    for j in range(best + 1, min(len(f), best + GAP_MAX_SPAN)):
         y = ids[j]
         for i in range(j - 1, best - 1, -1):
             x = ids[i]
@@ -1138,8 +1154,8 @@ def find_capture_gap(
                 continue
             votes = [pos[y] < pos[x] for pos in positions if x in pos and y in pos]
             if votes and all(votes):
-                return CaptureGap(i, j, best, len(sharing), compared)
-    return CaptureGap(best, None, best, len(sharing), compared)
+                return CaptureGap(i, j, best, sharing, compared)
+    return CaptureGap(best, None, best, sharing, compared)
 
 
 @dataclass

@@ -46,7 +46,7 @@ def explore(ctx: Context) -> ExecutionResult | None:
             config=cfg.replace(time_limit=cfg.time_budget()),
             oracle=ctx.oracle,
             progress=ctx.progress,
-            on_execution=log.add if log is not None else None,
+            on_execution=log.add_dpor if log is not None else None,
         )
     except NondeterminismError as exc:
         raise InputError(f"the workload is nondeterministic: {exc}") from None
