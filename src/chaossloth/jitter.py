@@ -171,6 +171,7 @@ def run_on_stock_loop(
     loop = JitterLoop(random.Random(seed), jitter=jitter, offset=offset)
     failed, reason = False, ""
     failure: Failure | None = None
+    raised: BaseException | None = None
     value: Any = None
     workers = 0
     try:
@@ -189,8 +190,11 @@ def run_on_stock_loop(
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             failed, reason = True, f"{type(exc).__name__}: {exc}"
-            failure = failure_from_exception(exc)
+            raised = exc
         duration = loop.time() - start
+        if raised is not None:  # after the run's clock stopped: its traceback costs no time
+            failure = failure_from_exception(raised)
+            raised = None
         workers = loop._workers
     finally:
         _shutdown(loop)
