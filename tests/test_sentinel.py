@@ -90,6 +90,12 @@ def _lines(path: Path) -> tuple[int, int]:
     return found[0], found[1]
 
 
+@pytest.fixture(autouse=True)
+def _default_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default share (a developer's CHAOSSLOTH_SENTINEL must not change these tests)."""
+    monkeypatch.delenv("CHAOSSLOTH_SENTINEL", raising=False)
+
+
 def _write(tmp_path: Path, name: str, take: str, rounds: int = 1) -> Path:
     src = PROGRAM.replace("TAKE", take).replace("ROUNDS", str(rounds))
     path = tmp_path / f"{name}.py"
@@ -284,6 +290,20 @@ def test_cli_sentinel_zero_and_sampling_strategies_skip_it(tmp_path: Path) -> No
     assert "pct" in rep["sentinel"]["why_not"]
     bad = cli("check", str(path), "--scenario", "main", "--sentinel", "-1", cwd=tmp_path)
     assert bad.returncode == 2 and "--sentinel" in bad.stderr
+
+
+def test_cli_bad_environment_share_is_an_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, "env_cli", SAFE)
+    monkeypatch.setenv("CHAOSSLOTH_SENTINEL", "-3")
+    r = cli("check", str(path), "--scenario", "main", "--no-telemetry", cwd=tmp_path)
+    assert r.returncode == 2 and "CHAOSSLOTH_SENTINEL" in r.stderr, r.stdout + r.stderr
+    monkeypatch.setenv("CHAOSSLOTH_SENTINEL", "0")
+    out = tmp_path / "env.json"
+    r = cli("check", str(path), "--scenario", "main", "--no-telemetry", "--json", str(out),
+            cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0 and json.loads(out.read_text())["sentinel"]["ran"] is False
 
 
 def test_cli_stock_loop_failure_is_a_failure(tmp_path: Path) -> None:
