@@ -77,6 +77,17 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _share(text: str) -> float:
+    """--sentinel SHARE: a number of at least 0 (0 disables the sentinel)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a share of at least 0 (0.1: 10%), not {text}")
+    return v
+
+
 #: argparse metavars of the check options (the rest: argparse's default)
 _METAVARS = {
     "scenario": "NAME",
@@ -135,6 +146,8 @@ def _add_check_options(p: argparse.ArgumentParser) -> None:
             if f.metadata["choices"] is not None:
                 kw["choices"] = f.metadata["choices"]
                 kw["metavar"] = None
+            elif f.name == "sentinel":
+                kw["type"], kw["metavar"] = _share, "SHARE"
             elif f.name == "seed":
                 kw["type"] = _seed
             elif f.type in ("int", "int | None"):
@@ -187,7 +200,7 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
             line.close()
     if cfg.quiet:
         if res.failed:
-            print(f"FAIL {res.hazard}: {res.schedule_file}")
+            print(f"FAIL {res.hazard}: {res.schedule_file or 'on the stock loop (no schedule)'}")
         else:
             print("PASS" + (" (complete)" if res.complete else " (incomplete)"))
     return EXIT_FAIL if res.failed else EXIT_PASS

@@ -50,6 +50,7 @@ from typing import Any
 
 from chaossloth import _core
 from chaossloth.config import DEFAULTS
+from chaossloth.runner import Failure, failure_from_exception
 
 Trial = Callable[[], Awaitable[Any]]
 """A zero-argument async function: one run of the workload; it raises when the run fails."""
@@ -153,6 +154,9 @@ class RunResult:
     duration: float  # fast-forward seconds of the run
     reason: str = ""
     workers: int = 0  # tasks the workload's root task started (the ones offsets stagger)
+    #: why it failed: the exception and its traceback in user code (kind deadlock/livelock for
+    #: a stuck run, oracle for the judge's verdict)
+    failure: Failure | None = None
 
 
 def run_on_stock_loop(
@@ -166,6 +170,8 @@ def run_on_stock_loop(
     """One run of ``trial`` on the stock loop; never raises for the workload's own failures."""
     loop = JitterLoop(random.Random(seed), jitter=jitter, offset=offset)
     failed, reason = False, ""
+    failure: Failure | None = None
+    raised: BaseException | None = None
     value: Any = None
     workers = 0
     try:
@@ -178,11 +184,17 @@ def run_on_stock_loop(
             raise
         except _Stuck as exc:
             failed, reason = True, str(exc)
+            kind = "livelock" if "livelock" in reason else "deadlock"
+            failure = Failure(kind, kind.capitalize() + "Error", reason)
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             failed, reason = True, f"{type(exc).__name__}: {exc}"
+            raised = exc
         duration = loop.time() - start
+        if raised is not None:  # after the run's clock stopped: its traceback costs no time
+            failure = failure_from_exception(raised)
+            raised = None
         workers = loop._workers
     finally:
         _shutdown(loop)
@@ -193,7 +205,8 @@ def run_on_stock_loop(
             verdict = f"{type(exc).__name__}: {exc}"
         if verdict is not None and verdict is not True:
             failed, reason = True, str(verdict)
-    return RunResult(failed, duration, reason, workers)
+            failure = Failure("oracle", "OracleFailure", reason)
+    return RunResult(failed, duration, reason, workers, failure)
 
 
 async def _call(trial: Trial) -> Any:
@@ -233,6 +246,8 @@ class Telemetry:
     sentence: str = ""
     error: str = ""
     seconds: float = 0.0
+    #: the first failing run's failure (the evidence when exploration found no failing schedule)
+    first_failure: Failure | None = None
 
     def to_json(self) -> dict[str, Any]:
         natural: dict[str, Any] = {"runs": self.runs, "failures": self.failures}
@@ -391,6 +406,7 @@ def measure(
     rng = random.Random(seed)
     try:
         base = run_on_stock_loop(trial, seed=seed, judge=judge)
+        tel.first_failure = base.failure
         tel.run_seconds = base.duration
         tel.workers = base.workers
         jitter = max(base.duration / 2.0, 10e-6)
@@ -400,6 +416,8 @@ def measure(
             r = run_on_stock_loop(trial, seed=rng.getrandbits(32), jitter=jitter, judge=judge)
             tel.runs += 1
             tel.failures += r.failed
+            if r.failed and tel.first_failure is None:
+                tel.first_failure = r.failure
         tel.rate = _posterior(
             _core.rate_estimate(tel.failures, tel.runs), ("estimate", "low", "high")
         )
@@ -419,6 +437,8 @@ def measure(
                 )
                 tel.offsets.append(d)
                 tel.offset_failed.append(r.failed)
+                if r.failed and tel.first_failure is None:
+                    tel.first_failure = r.failure
                 if time.perf_counter() - t0 > budget and len(tel.offsets) >= 10:
                     break
             widest_fails = any(f for d, f in zip(tel.offsets, tel.offset_failed) if d > 0.9 * span)

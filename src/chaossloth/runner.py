@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import linecache
+import math
 import os
 import time
 import traceback
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from array import array
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,7 @@ from typing import Any
 from chaossloth import _core, compat
 from chaossloth import errors as _errors
 from chaossloth.capture import sync
-from chaossloth.config import DEFAULTS, Config
+from chaossloth.config import DEFAULT_TIME_LIMIT, DEFAULTS, SENTINEL_MIN_EXECUTIONS, Config
 from chaossloth.loop import ControlledLoop
 
 ScenarioFactory = Callable[[], Coroutine[Any, Any, Any]]
@@ -256,6 +258,12 @@ def _failure_from_exc(kind: str, exc: BaseException, task: str | None) -> Failur
         traceback=_user_traceback(exc),
         task=task,
     )
+
+
+def failure_from_exception(exc: BaseException, task: str | None = None) -> Failure:
+    """The Failure of an exception a workload raised (kind exception or assertion), with its
+    message and its traceback in user code (for the stock-loop runs of stage 4, too)."""
+    return _failure_from_exc("exception", exc, task)
 
 
 # ------------------------------------------------------------------ naming
@@ -906,6 +914,37 @@ def _merge_stats(result: ExplorationResult, ex: Any, strategy: str) -> None:
     result.phases.append(dict(st, strategy=strategy))
 
 
+def _detail_failure(
+    factory: ScenarioFactory,
+    result: ExplorationResult,
+    cfg: Config,
+    oracle: Callable[[Any], Any] | None,
+) -> None:
+    """Re-runs the minimal failing schedule (if any) once with its full trace and await sites."""
+    best = result.minimal_failure
+    if best is None:
+        return
+    try:
+        detailed = run_once(
+            factory,
+            schedule=best.schedule,
+            actor_paths=best.actor_paths,
+            oracle=oracle,
+            detailed=True,
+            config=cfg,
+        )
+    except Exception:  # noqa: BLE001 - the light result stands if the re-run breaks
+        detailed = None
+    if detailed is not None and detailed.failed:
+        detailed.index = best.index
+        detailed.strategy = best.strategy
+        detailed.seed = best.seed
+        detailed.deviations = best.deviations
+        result.minimal_failure = detailed
+        if result.first_failure is best:
+            result.first_failure = detailed
+
+
 def explore(
     factory: ScenarioFactory,
     *,
@@ -964,27 +1003,8 @@ def explore(
     if result.failed and stop_on_failure:
         result.complete = False  # stopped at the first failure: says nothing about the rest
     result.explore_seconds = time.monotonic() - started
-    if detail_failure and result.minimal_failure is not None:
-        best = result.minimal_failure
-        try:
-            detailed = run_once(
-                factory,
-                schedule=best.schedule,
-                actor_paths=best.actor_paths,
-                oracle=oracle,
-                detailed=True,
-                config=cfg,
-            )
-        except Exception:  # noqa: BLE001 - the light result stands if the re-run breaks
-            detailed = None
-        if detailed is not None and detailed.failed:
-            detailed.index = best.index
-            detailed.strategy = best.strategy
-            detailed.seed = best.seed
-            detailed.deviations = best.deviations
-            result.minimal_failure = detailed
-            if result.first_failure is best:
-                result.first_failure = detailed
+    if detail_failure:
+        _detail_failure(factory, result, cfg, oracle)
     if progress is not None:
         progress(
             Progress(
@@ -1000,16 +1020,286 @@ def explore(
     return result
 
 
+# ------------------------------------------------------------------ the sentinel
+
+
+class ScheduleLog:
+    """The schedules (actor ids) of an exploration's executions, kept compactly for the
+    sentinel's comparison: each as the length of the prefix it shares with the previous one and
+    the rest (DPOR's executions come depth-first and share long prefixes).  Stores at most
+    `max_entries` actor ids; the executions after that are counted, not kept (`truncated`)."""
+
+    def __init__(self, max_entries: int = 4_000_000) -> None:
+        self.max_entries = max_entries
+        self.entries = 0
+        self.count = 0
+        self.truncated = 0
+        self._rows: list[tuple[int, array[int]]] = []
+        self._last: list[int] = []
+
+    def add(self, result: ExecutionResult) -> None:
+        sched = result.schedule
+        shared = _common_prefix(self._last, sched)
+        if self.entries + len(sched) - shared > self.max_entries:
+            self.truncated += 1
+            return
+        self._rows.append((shared, array("l", sched[shared:])))
+        self.entries += len(sched) - shared
+        self.count += 1
+        self._last = sched
+
+    def add_dpor(self, result: ExecutionResult) -> None:
+        """add() for the executions of the dpor phase only (auto's pct phase is not kept)."""
+        if result.strategy == "dpor":
+            self.add(result)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        cur: list[int] = []
+        for shared, rest in self._rows:
+            cur = cur[:shared] + list(rest)
+            yield cur
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _step_ids(sched: Sequence[int]) -> list[tuple[int, int]]:
+    """Each step of a schedule as (actor, how many steps that actor ran before it): the same
+    step in every execution that shares the prefix up to it."""
+    seen: dict[int, int] = {}
+    out = []
+    for a in sched:
+        k = seen.get(a, 0)
+        seen[a] = k + 1
+        out.append((a, k))
+    return out
+
+
+@dataclass
+class CaptureGap:
+    """Two steps of a failing schedule that DPOR never ran in that order: the step at position
+    `first` ran before the step at position `second` in the failing schedule, and every one of
+    the DPOR executions that share the failing schedule's first `prefix` steps and ran both
+    (`sharing` of them share the prefix) ran them the other way round.  `second` is None when
+    no pair qualifies (then `first` is `prefix`: the step no DPOR execution ran there)."""
+
+    first: int
+    second: int | None
+    prefix: int
+    sharing: int
+    compared: int
+
+
+#: find_capture_gap's bounds: explored schedules compared, steps after the common prefix
+GAP_MAX_SHARING = 2000
+GAP_MAX_SPAN = 128
+
+
+def find_capture_gap(
+    failing: Sequence[int], explored: Iterable[Sequence[int]]
+) -> CaptureGap | None:
+    """The step pair of `failing` (a schedule DPOR's exploration did not cover) that DPOR
+    ordered the other way.  The rule, exactly:
+
+    1. A step is (actor, how many steps that actor ran before it): the same step in every
+       schedule with the same prefix before it.  m = the length of the longest prefix that
+       `failing` shares with an explored schedule (every DPOR execution counts, a
+       sleep-set-blocked one with its partial schedule); S = the explored schedules sharing it.
+    2. A pair (x, y) of steps of two different actors, x before y in `failing` at positions
+       m <= i < j, is *reversed* when at least one schedule of S ran both and every schedule
+       of S that ran both ran y before x (a schedule that lacks one of them, because its
+       control flow went elsewhere, says nothing).
+    3. The pair named is the reversed pair with the smallest j (the first step of `failing`
+       that runs after a step DPOR always ran after it), and for that j the largest i (the
+       reversed step closest before it).  None reversed: ``second`` is None, ``first`` is m.
+    Bounds (the cost stays small whatever DPOR ran): S is the first GAP_MAX_SHARING explored
+    schedules sharing the prefix (in exploration order; `sharing` counts them all), and only
+    pairs with j < m + GAP_MAX_SPAN are considered.  `explored` is iterated twice.
+    Returns None when nothing was explored or `failing` is itself an explored schedule.
+    """
+    f = list(failing)
+    best, compared = -1, 0
+    for sched in explored:
+        compared += 1
+        best = max(best, _common_prefix(f, sched))
+    if best < 0 or best >= len(f):
+        return None
+    ids = _step_ids(f)
+    wanted = set(ids[best : best + GAP_MAX_SPAN])
+    positions: list[dict[tuple[int, int], int]] = []
+    sharing = 0
+    for sched in explored:
+        if _common_prefix(f, sched) != best:
+            continue
+        sharing += 1
+        if len(positions) < GAP_MAX_SHARING:
+            positions.append({st: i for i, st in enumerate(_step_ids(sched)) if st in wanted})
+    for j in range(best + 1, min(len(f), best + GAP_MAX_SPAN)):
+        y = ids[j]
+        for i in range(j - 1, best - 1, -1):
+            x = ids[i]
+            if x[0] == y[0]:
+                continue
+            votes = [pos[y] < pos[x] for pos in positions if x in pos and y in pos]
+            if votes and all(votes):
+                return CaptureGap(i, j, best, sharing, compared)
+    return CaptureGap(best, None, best, sharing, compared)
+
+
+@dataclass
+class SentinelResult:
+    """What the sentinel did: its budget, its executions and failures, the minimal failing
+    execution (detailed) and the capture gap it shows."""
+
+    share: float
+    budget_executions: int = 0
+    budget_seconds: float = 0.0
+    executions: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+    phases: list[str] = field(default_factory=list)
+    failing: ExecutionResult | None = None
+    gap: CaptureGap | None = None
+    dpor_truncated: int = 0
+
+
+def sentinel_budget(share: float, dpor: ExplorationResult, config: Config) -> tuple[int, float]:
+    """(executions, seconds) of the sentinel after a DPOR exploration: `share` of DPOR's
+    executions but at least SENTINEL_MIN_EXECUTIONS, within `share` of the longer of DPOR's time
+    and the run's time budget (DEFAULT_TIME_LIMIT when none is given): the floor of executions
+    holds where the workload is fast enough to run them in that time."""
+    executions = max(math.ceil(share * dpor.executions), SENTINEL_MIN_EXECUTIONS)
+    seconds = share * max(dpor.explore_seconds, config.time_budget() or DEFAULT_TIME_LIMIT)
+    return executions, seconds
+
+
+def sentinel(
+    factory: ScenarioFactory,
+    dpor: ExplorationResult,
+    explored: ScheduleLog,
+    *,
+    share: float,
+    config: Config | None = None,
+    oracle: Callable[[Any], Any] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> SentinelResult:
+    """After a complete DPOR exploration (`dpor`, whose executions' schedules are `explored`):
+    schedules chosen WITHOUT the captured dependency relation, pct then random (both choose
+    among every enabled step at every await/callback boundary), within
+    :func:`sentinel_budget`: half the executions and half the time for pct, the rest for random.
+    A failure there is a schedule DPOR should have covered: its minimal failing execution is
+    re-run with its trace, and :func:`find_capture_gap` names the step pair capture missed."""
+    cfg = config or DEFAULTS
+    budget_exec, budget_time = sentinel_budget(share, dpor, cfg)
+    out = SentinelResult(share, budget_exec, budget_time, dpor_truncated=explored.truncated)
+    if share <= 0:
+        return out
+    result = ExplorationResult(strategy="sentinel", seed=cfg.seed)
+    common: dict[str, Any] = {
+        "oracle": oracle,
+        "progress": progress,
+        "result": result,
+        "count_traces": False,
+        "on_execution": None,
+    }
+    started = time.monotonic()
+    _explore_one(factory, cfg, "pct", max(1, budget_exec // 2), budget_time / 2, **common)
+    out.phases.append("pct")
+    rest_exec = budget_exec - result.executions
+    rest_time = budget_time - (time.monotonic() - started)
+    if not (result.failed and cfg.stop_on_failure) and rest_exec > 0 and rest_time > 0:
+        _explore_one(factory, cfg, "random", rest_exec, rest_time, **common)
+        out.phases.append("random")
+    out.seconds = time.monotonic() - started
+    out.executions, out.failures = result.executions, result.failing_executions
+    failing = result.minimal_failure
+    if failing is not None:
+        failing = _towards_explored(factory, failing, explored, cfg, oracle)
+        result.minimal_failure = failing
+        if result.first_failure is not failing:
+            result.first_failure = failing
+    _detail_failure(factory, result, cfg, oracle)
+    out.failing = result.minimal_failure
+    if out.failing is not None:
+        out.gap = find_capture_gap(out.failing.schedule, explored)
+    return out
+
+
+#: replays the sentinel may spend moving its failing schedule towards DPOR's executions
+SENTINEL_SHRINK_REPLAYS = 64
+
+
+def _towards_explored(
+    factory: ScenarioFactory,
+    failing: ExecutionResult,
+    explored: ScheduleLog,
+    cfg: Config,
+    oracle: Callable[[Any], Any] | None,
+) -> ExecutionResult:
+    """The sentinel's failing schedule with the reorders it does not need undone, so that the
+    pair find_capture_gap names is one the failure depends on: while there is a pair (x at i,
+    y at j), replay the schedule with y moved just before x, else with x moved just after y
+    (DPOR's order); the first variant that replays (no divergence) and still fails with the
+    same exception type replaces the schedule and the loop goes on; when neither does, that
+    pair is one the failure needs.  At most SENTINEL_SHRINK_REPLAYS rounds, never a schedule
+    twice."""
+    want = failing.failure.type_name if failing.failure is not None else None
+    current = failing
+    seen = {tuple(failing.schedule)}
+    for _ in range(SENTINEL_SHRINK_REPLAYS):
+        gap = find_capture_gap(current.schedule, explored)
+        if gap is None or gap.second is None:
+            break
+        sched, i, j = current.schedule, gap.first, gap.second
+        better: ExecutionResult | None = None
+        for variant in (
+            [*sched[:i], sched[j], *sched[i:j], *sched[j + 1 :]],  # y moved before x
+            [*sched[:i], *sched[i + 1 : j + 1], sched[i], *sched[j + 1 :]],  # x after y
+        ):
+            if tuple(variant) in seen:
+                continue
+            seen.add(tuple(variant))
+            r = run_once(
+                factory,
+                schedule=variant,
+                actor_paths=current.actor_paths,
+                oracle=oracle,
+                detailed=False,
+                raise_on_divergence=False,
+                config=cfg,
+            )
+            if r.failed and r.failure is not None and r.failure.type_name == want:
+                better = r
+                break
+        if better is None:
+            break
+        better.index, better.strategy, better.seed = current.index, current.strategy, current.seed
+        current = better
+    return current
+
+
 __all__ = [
     "ABORTED",
     "FAILED",
     "OK",
+    "CaptureGap",
     "ExecutionResult",
     "ExplorationResult",
     "Failure",
     "Progress",
+    "ScheduleLog",
+    "SentinelResult",
     "Step",
     "deviations_from_trace",
     "explore",
+    "failure_from_exception",
+    "find_capture_gap",
     "run_once",
+    "sentinel",
+    "sentinel_budget",
 ]

@@ -1,13 +1,23 @@
 """Stage 3, collapse: explores the workload's schedules with the runner (default ``auto``: DPOR
 within the budget, then sampling), one execution per class of equivalent schedules for DPOR.
 The failing schedule kept is the one with the fewest deviations from the default order, so the
-story is the shortest."""
+story is the shortest.
+
+The sentinel: when DPOR (strategy dpor or auto) reports complete without a failure, a bounded
+share of its cost (``Config.sentinel``, :func:`runner.sentinel_budget`) goes to pct and random
+schedules, which ignore the captured dependencies.  A failure there is reported as the bug it is
+(diagnosis, schedule file and replay follow from ``ctx.failing``), ``complete`` turns False with
+a reason, and the step pair capture missed (:func:`runner.find_capture_gap`) is named with its
+tasks and source lines (``sentinel.capture_gap`` and ``capture_gap`` in the JSON)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from chaossloth import runner
 from chaossloth.errors import InputError, NondeterminismError
-from chaossloth.runner import ExecutionResult
+from chaossloth.runner import ExecutionResult, ExplorationResult, ScheduleLog, SentinelResult
 from chaossloth.stages.context import IO_TYPES, Context, input_problem_of
 
 
@@ -27,12 +37,16 @@ def explore(ctx: Context) -> ExecutionResult | None:
     """Explores under ctx.config, fills the result's counts, says what it found and returns the
     minimal failing execution (or None).  Stage 4 calls it again when it re-runs this stage."""
     cfg, res, pr = ctx.config, ctx.result, ctx.printer
+    share = cfg.sentinel_share()
+    # the schedules DPOR ran, for the sentinel's capture-gap rule (runner.find_capture_gap)
+    log = runner.ScheduleLog() if cfg.strategy in SENTINEL_AFTER and share > 0 else None
     try:
         ex = runner.explore(
             ctx.program.factory,
             config=cfg.replace(time_limit=cfg.time_budget()),
             oracle=ctx.oracle,
             progress=ctx.progress,
+            on_execution=log.add_dpor if log is not None else None,
         )
     except NondeterminismError as exc:
         raise InputError(f"the workload is nondeterministic: {exc}") from None
@@ -58,6 +72,8 @@ def explore(ctx: Context) -> ExecutionResult | None:
         )
     )
     failing = ex.minimal_failure
+    if failing is None:
+        failing = _sentinel(ctx, ex, log, share)
     if failing is not None and failing.failure and failing.failure.type_name in IO_TYPES:
         raise InputError(input_problem_of(failing.failure, cfg.max_steps) or "I/O")
     if failing is not None:
@@ -81,3 +97,152 @@ def explore(ctx: Context) -> ExecutionResult | None:
             f"{failing.deviations} deviation(s) from the default order"
         )
     return failing
+
+
+#: the strategies after which the sentinel runs (the ones that prune with dependencies)
+SENTINEL_AFTER = ("dpor", "auto")
+
+GAP_PLEASE = "ChaosSloth's exploration missed this failure: a capture gap; please report it"
+
+
+def _sentinel(
+    ctx: Context, ex: ExplorationResult, log: ScheduleLog | None, share: float
+) -> ExecutionResult | None:
+    """Runs the sentinel after a complete DPOR exploration; fills ``result.sentinel`` (and, on
+    a failure, ``complete``, ``incomplete_reason`` and ``capture_gap``); returns the sentinel's
+    minimal failing execution or None."""
+    cfg, res, pr = ctx.config, ctx.result, ctx.printer
+    entry: dict[str, Any] = {
+        "share": share,
+        "ran": False,
+        "why_not": None,
+        "executions": 0,
+        "failures": 0,
+        "capture_gap": None,
+    }
+    res.sentinel = entry
+    if share <= 0:
+        entry["why_not"] = "disabled (sentinel share 0)"
+    elif cfg.strategy not in SENTINEL_AFTER:
+        entry["why_not"] = f"strategy {cfg.strategy} does not prune with the captured dependencies"
+    elif not ex.complete or log is None:
+        entry["why_not"] = "dpor is not complete: there is no complete claim to check"
+    if entry["why_not"] is not None:
+        return None
+    assert log is not None
+    s = runner.sentinel(
+        ctx.program.factory,
+        ex,
+        log,
+        share=share,
+        config=cfg,
+        oracle=ctx.oracle,
+        progress=ctx.progress,
+    )
+    entry.update(
+        ran=True,
+        executions=s.executions,
+        failures=s.failures,
+        seconds=round(s.seconds, 6),
+        budget_executions=s.budget_executions,
+        budget_seconds=round(s.budget_seconds, 6),
+        strategies=s.phases,
+        dpor_schedules_compared=log.count,
+        dpor_schedules_not_kept=log.truncated,
+    )
+    how = "+".join(s.phases)
+    if s.failing is None:
+        pr.say(
+            f"sentinel: {s.executions} executions ({how}, ignoring the captured dependencies), "
+            "0 failing: complete stands"
+        )
+        return None
+    gap = gap_json(s)
+    entry["capture_gap"] = gap
+    res.complete = False
+    res.incomplete_reason = (
+        "the sentinel found a failing schedule that DPOR's captured dependencies ruled out as "
+        "equivalent to one it ran: capture missed a dependency"
+    )
+    res.capture_gap = {"found_by": "sentinel", "message": GAP_PLEASE, "steps": gap}
+    pr.say(
+        f"sentinel: {s.executions} executions ({how}, ignoring the captured dependencies), "
+        f"{s.failures} failing: DPOR's complete was wrong. {gap_text(gap)} {GAP_PLEASE}."
+    )
+    return s.failing
+
+
+def _site_json(site: tuple[str, int, str] | None) -> dict[str, Any] | None:
+    return None if site is None else {"file": site[0], "line": site[1], "text": site[2]}
+
+
+def _step_json(failing: ExecutionResult, pos: int) -> dict[str, Any]:
+    """Step `pos` of a failing schedule: its actor, the how-manieth step of that actor it is,
+    where it resumed (the await its previous step suspended at) and where it suspended."""
+    steps, sites = failing.steps, failing.await_sites or []
+    actor = steps[pos].actor
+    before = [i for i in range(pos) if steps[i].actor == actor]
+    resumed = sites[before[-1]] if before and before[-1] < len(sites) else None
+    suspended = sites[pos] if pos < len(sites) else None
+    return {
+        "position": pos,
+        "actor": actor,
+        "name": steps[pos].name,
+        "step": len(before) + 1,
+        "resumed_at": _site_json(resumed),
+        "suspended_at": _site_json(suspended),
+    }
+
+
+def gap_json(s: SentinelResult) -> dict[str, Any] | None:
+    """The sentinel's capture gap (runner.find_capture_gap) with both steps named, or None."""
+    failing, gap = s.failing, s.gap
+    if failing is None or gap is None:
+        return None
+    return {
+        "first": _step_json(failing, gap.first),
+        "second": None if gap.second is None else _step_json(failing, gap.second),
+        "common_prefix": gap.prefix,
+        "dpor_executions_sharing_prefix": gap.sharing,
+        "rule": (
+            "after the longest prefix the failing schedule shares with a DPOR execution: the "
+            "first step ('second') that runs after a step of another actor ('first') which "
+            "every DPOR execution sharing that prefix and running both ran after it "
+            "(runner.find_capture_gap)"
+        ),
+    }
+
+
+def _where(site: dict[str, Any] | None) -> str:
+    if site is None:
+        return ""
+    return f"{Path(site['file']).name}:{site['line']}" + (
+        f" `{site['text']}`" if site["text"] else ""
+    )
+
+
+def step_text(step: dict[str, Any]) -> str:
+    """'Task main/1 (buy), its step 2 (from stock.py:8 `await ...` to stock.py:9 `await ...`)'"""
+    start = _where(step["resumed_at"]) or "its start"
+    end = _where(step["suspended_at"]) or "its end"
+    return f"{step['name']}, its step {step['step']} (from {start} to {end})"
+
+
+def gap_text(gap: dict[str, Any] | None) -> str:
+    """One sentence naming the step pair capture did not record as dependent."""
+    if gap is None:
+        return (
+            "No step pair can be named: the failing schedule is one DPOR ran (the program "
+            "behaved differently under the same schedule)."
+        )
+    first = step_text(gap["first"])
+    if gap["second"] is None:
+        return (
+            "No pair of steps was ordered the other way by DPOR; the failing schedule leaves "
+            f"DPOR's executions at {first}."
+        )
+    return (
+        f"Not recorded as dependent: {first}, then {step_text(gap['second'])}: the failing "
+        f"schedule runs them in this order, every DPOR execution sharing its first "
+        f"{gap['common_prefix']} steps ran them the other way round."
+    )

@@ -71,6 +71,14 @@ class Result:
     instrumented: list[str] = field(default_factory=list)
     #: uninstrumented modules the failing schedule ran through (frames, await sites)
     uninstrumented: list[str] = field(default_factory=list)
+    #: why `complete` is False although the exploration covered every schedule it saw
+    incomplete_reason: str | None = None
+    #: stage 3's sentinel (JSON-ready: executions, failures, capture_gap, ...), or None
+    sentinel: dict[str, Any] | None = None
+    #: stage 4: the stock loop's failure when no explored schedule failed (type, traceback)
+    stock_loop_failure: dict[str, Any] | None = None
+    #: a dependency capture missed: found by the sentinel or the stock loop (JSON-ready)
+    capture_gap: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -116,6 +124,11 @@ class Result:
             "strategy": self.strategy,
             "timers": self.timers,
         }
+        # what the sentinel and the stock loop add to `complete`
+        d["incomplete_reason"] = self.incomplete_reason
+        d["sentinel"] = self.sentinel
+        d["stock_loop_failure"] = self.stock_loop_failure
+        d["capture_gap"] = self.capture_gap
         if self.not_implemented:
             d["not_implemented"] = self.not_implemented
         d.update(rp.instrumentation_json(self.instrumented, self.uninstrumented))

@@ -13,7 +13,7 @@ from chaossloth import schedule
 from chaossloth.errors import InputError
 from chaossloth.runner import ExecutionResult
 from chaossloth.scenario import Program
-from chaossloth.stages.context import Context
+from chaossloth.stages.context import Context, one_line
 
 
 class Verdict:
@@ -30,9 +30,15 @@ class Verdict:
             path = cfg.schedule_out or _default_schedule_path(ctx.program)
             res.schedule_file = _write_schedule(ctx, failing, path)
             res.replay_reproduces = _replays(ctx, res.schedule_file)
+            sentinel = res.capture_gap is not None and res.capture_gap["found_by"] == "sentinel"
             pr.say(
                 f"FAIL: {rp.HAZARD_TITLE[res.hazard or 'exception']} found after "
-                f"{res.executions} execution(s)"
+                + (
+                    f"{res.executions} DPOR + {(res.sentinel or {}).get('executions', 0)} "
+                    "sentinel execution(s) (capture missed a dependency)"
+                    if sentinel
+                    else f"{res.executions} execution(s)"
+                )
             )
             pr.say(
                 f"schedule: {res.schedule_file} (replay: chaossloth replay {res.schedule_file})"
@@ -42,6 +48,8 @@ class Verdict:
                 rp.write_text(cfg.mermaid_path, res.mermaid)
                 res.mermaid_file = cfg.mermaid_path
                 pr.say(f"diagram: {cfg.mermaid_path}")
+        elif res.stock_loop_failure is not None:
+            _stock_loop_verdict(ctx)
         else:
             scope = (
                 "every schedule of this workload passes (exploration complete)"
@@ -50,18 +58,30 @@ class Verdict:
                 "--max-executions/--time-limit for more)"
             )
             pr.say(f"PASS: {scope}")
-            t = res.telemetry
-            if t is not None and not t.error and t.failures:
-                pr.say(
-                    f"but the stock loop failed {t.failures}/{t.runs} runs with jitter: the "
-                    "failure depends on something the explored workload does not model"
-                )
         if ctx.full:
             pr.say(
                 "lock synthesis (stages 6-7) is not implemented yet: no patch is proposed"
                 if failing is not None
                 else "lock synthesis (stages 6-7) is not implemented yet"
             )
+
+
+def _stock_loop_verdict(ctx: Context) -> None:
+    """FAIL on the stock loop's evidence alone: no schedule file (no explored schedule fails)."""
+    res, pr = ctx.result, ctx.printer
+    f = res.stock_loop_failure
+    assert f is not None
+    pr.say(
+        f"FAIL: the stock asyncio loop failed {f['failures']}/{f['runs']} runs with jitter, no "
+        f"explored schedule did: {f['type']}: {one_line(f['message'])}"
+    )
+    pr.say(
+        res.capture_gap["message"]
+        if res.capture_gap is not None
+        else "the exploration was incomplete: raise --max-executions/--time-limit"
+    )
+    for line in str(f.get("traceback") or "").rstrip().splitlines():
+        pr.say(f"  {line}")
 
 
 def _default_schedule_path(program: Program) -> str:
