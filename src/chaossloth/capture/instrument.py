@@ -607,15 +607,25 @@ class Instrumenter(ast.NodeTransformer):
         return self._new(node, node) if isinstance(node.ctx, ast.Load) else node
 
     def visit_Set(self, node: ast.Set) -> ast.AST:
-        return self._new(self.generic_visit(node), node)  # type: ignore[arg-type]
+        return self._new(self._set_parts(node), node)
+
+    def _set_parts(self, node: ast.Set) -> ast.Set:
+        # elements are hashed and compared: read as values
+        node.elts = [self._wrap("rv", self.visit(e), "whole") for e in node.elts]
+        return node
 
     def visit_Dict(self, node: ast.Dict) -> ast.AST:
-        node.keys = [self.visit(k) if k is not None else None for k in node.keys]
+        return self._new(self._dict_parts(node), node)
+
+    def _dict_parts(self, node: ast.Dict) -> ast.Dict:
+        # keys are hashed and compared: read as values
+        node.keys = [self._wrap("rv", self.visit(k), "whole") if k is not None else None
+                     for k in node.keys]  # fmt: skip
         # `**m` in a display is consumed by the display
         node.values = [self.visit(v) if k is not None
                        else self._wrap("rd", self._visit_consumed(v), "whole")
                        for k, v in zip(node.keys, node.values)]  # fmt: skip
-        return self._new(node, node)
+        return node
 
     def _visit_consumed(self, node: ast.expr) -> ast.expr:
         """An expression whose value is consumed on the spot (iterated, searched with `in`,
@@ -623,8 +633,12 @@ class Instrumenter(ast.NodeTransformer):
         created (it would cost an access and gain nothing)."""
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
             return self._visit_comp(node)  # type: ignore[no-any-return]
-        if isinstance(node, (ast.List, ast.Set, ast.Dict)):
+        if isinstance(node, ast.List):
             return self.generic_visit(node)  # type: ignore[return-value]
+        if isinstance(node, ast.Set):
+            return self._set_parts(node)
+        if isinstance(node, ast.Dict):
+            return self._dict_parts(node)
         return self.visit(node)  # type: ignore[no-any-return]
 
     def visit_Starred(self, node: ast.Starred) -> ast.AST:
