@@ -1616,6 +1616,58 @@ static PyObject *h_bar(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     return Py_NewRef(a[0]);
 }
 
+/* ---- calls with `*args` / `**kw`.  They stay the interpreter's own calls
+ * (so that a malformed `*` / `**` argument raises the very message naming
+ * the callee); the callee is recorded by fx, and every argument is handed to
+ * a callee whose effect is not known where the argument is evaluated: each is
+ * recorded as written (W_ARG, write), an over-approximation when the callee
+ * turns out to record for itself. */
+
+/* fx(f, site) -> f: what calling f does to its own state (record_callee). */
+static PyObject *h_fx(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "fx");
+    if (hooks_ex && record_callee(a[0], a[1], 0) < 0) return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* aw(x, site) -> x: a plain argument of a starred call, written. */
+static PyObject *h_aw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "aw");
+    if (hooks_ex && walk(a[0], W_ARG, KIND_WRITE, a[1]) < 0) return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* sw(x, site) -> the items of x as a tuple, for `f(*x)`: x is iterated here,
+ * where the interpreter would iterate it (so a generator runs at the same
+ * point), and each item is written.  A non-iterable x is returned as is: the
+ * interpreter raises its own error. */
+static PyObject *h_sw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "sw");
+    PyObject *x = a[0];
+    PyTypeObject *t = Py_TYPE(x);
+    if (!hooks_ex || (!t->tp_iter && !PySequence_Check(x))) return Py_NewRef(x);
+    if (record_iterated(x, a[1]) < 0) return NULL;
+    PyObject *items = PySequence_Tuple(x);
+    if (items && walk(items, W_ARG, KIND_WRITE, a[1]) < 0) Py_CLEAR(items);
+    return items;
+}
+
+/* kw(m, site) -> m, for `f(**m)`: the mapping read, its values written. */
+static PyObject *h_kw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "kw");
+    PyObject *x = a[0];
+    if (hooks_ex && !immutable_value(x)) {
+        if (record(holder_of(x), CS_KEY_WHOLE, KIND_READ, a[1], NULL, NULL) < 0) return NULL;
+        if (PyDict_Check(x)) {
+            Py_ssize_t pos = 0;
+            PyObject *k, *v;
+            while (PyDict_Next(x, &pos, &k, &v))
+                if (walk(v, W_ARG, KIND_WRITE, a[1]) < 0) return NULL;
+        }
+    }
+    return Py_NewRef(x);
+}
+
 /* ------------------------------------------------ protocol reads */
 
 /* tt(x, site) -> x: x is tested for truth (if, while, not, and, or, assert,
@@ -2073,6 +2125,10 @@ static PyMethodDef hook_methods[] = {
     FAST("rv", h_rv, "rv(x, site) -> x: x read as a value (deep)."),
     FAST("bop", h_bop, "bop(x, y, op, site) -> x <op> y, operands read as values."),
     FAST("aug", h_aug, "aug(x, y, op, site) -> x <op>= y, x written."),
+    FAST("fx", h_fx, "fx(f, site) -> f: the callee of a starred call."),
+    FAST("aw", h_aw, "aw(x, site) -> x: an argument of a starred call, written."),
+    FAST("sw", h_sw, "sw(x, site) -> tuple(x): `*x` of a call, items written."),
+    FAST("kw", h_kw, "kw(m, site) -> m: `**m` of a call, values written."),
     FAST("ra", h_ra, "ra(x, site) -> x: x read whole and deep."),
     FAST("itv", h_itv, "itv(x, site) -> x: iterated, elements read as values."),
     FAST("fi", h_fi, "fi(x, site, unpack) -> iterator recording each next()."),

@@ -208,7 +208,7 @@ _CMPOPS = {ast.Lt: 20, ast.LtE: 21, ast.Eq: 22, ast.NotEq: 23, ast.Gt: 24, ast.G
 
 _HOOKS = ("ga", "sa", "da", "gi", "si", "di", "cm", "ck", "contains", "gr", "gw", "cr", "cw",
           "rd", "it", "new", "newcall", "call", "callm", "tt", "rv", "ra", "bop", "aug", "fi",
-          "afi", "fw", "bar", "itv")  # fmt: skip
+          "afi", "fw", "bar", "itv", "fx", "aw", "sw", "kw")  # fmt: skip
 
 #: builtins whose behaviour depends on the calling frame, or that must stay recognisable to the
 #: compiler: never routed through the call hook
@@ -935,8 +935,14 @@ class Instrumenter(ast.NodeTransformer):
         the arguments handed to code that does not record itself is recorded.  `callm` follows
         `cm`, which recorded the receiver and the callee already: a call of it with nothing but
         constants to hand over stays plain (so does a builtin's); any other call goes through
-        `call` (`always`).  Calls with `*args` / `**kw` are forwarded too: only the wording of
-        the TypeError a malformed `*` / `**` argument raises names the hook."""
+        `call` (`always`).
+
+        Calls with `*args` / `**kw` stay the interpreter's calls (a malformed `*` / `**`
+        argument raises the message naming the callee): the callee goes through fx (its own
+        state), and every argument is recorded as written where it is evaluated (aw, sw, kw),
+        since the callee's effect is not known there."""
+        if not self._plain_args(new):
+            return self._starred_call(new, old, hook)
         values = [*new.args, *(k.value for k in new.keywords)]
         if not always and all(isinstance(v, ast.Constant) for v in values):
             return new
@@ -944,6 +950,36 @@ class Instrumenter(ast.NodeTransformer):
         call = ast.Call(ast.Name(f"_cs_{hook}", ast.Load()), [new.func, site, *new.args],
                         new.keywords)  # fmt: skip
         return self._loc(call, old)  # type: ignore[no-any-return]
+
+    def _starred_call(self, new: ast.Call, old: ast.Call, hook: str) -> ast.expr:
+        site = self._site(old, self.src.segment(old), "call")
+        if hook == "call":
+            new.func = self._call("fx", [new.func, site], old)
+
+        def unwrap(e: ast.expr, was: str) -> ast.expr:
+            # visit_Starred / visit_keyword wrapped the value in it / rd: replaced here
+            if (
+                isinstance(e, ast.Call)
+                and isinstance(e.func, ast.Name)
+                and e.func.id == f"_cs_{was}"
+            ):
+                return e.args[0]
+            return e
+
+        args: list[ast.expr] = []
+        for a in new.args:
+            if isinstance(a, ast.Starred):
+                a.value = self._call("sw", [unwrap(a.value, "it"), site], a.value)
+                args.append(a)
+            else:
+                args.append(self._wrap("aw", a, "call"))
+        new.args = args
+        for k in new.keywords:
+            if k.arg is None:
+                k.value = self._call("kw", [unwrap(k.value, "rd"), site], k.value)
+            else:
+                k.value = self._wrap("aw", k.value, "call")
+        return new
 
     @staticmethod
     def _plain_args(node: ast.Call) -> bool:
