@@ -1583,6 +1583,12 @@ static PyObject *call_common(PyObject *const *a, size_t nargsf, PyObject *kwname
             }
         }
         if (record_args(f, a + 2, n, a[1]) < 0) return NULL;
+        /* getattr(obj, name[, default]) / hasattr(obj, name): the attribute, on the
+         * instance (read whole by record_args) and on its classes */
+        if (nargs >= 4 && !kwnames && PyUnicode_Check(a[3]) &&
+            (is_builtin_named(f, "getattr") || is_builtin_named(f, "hasattr")) &&
+            record_class_reads(a[2], a[3], a[1]) < 0)
+            return NULL;
         if (vars_of && !immutable_value(a[2]) &&
             record(holder_of(a[2]), CS_KEY_WHOLE, KIND_WRITE, a[1], NULL, NULL) < 0)
             return NULL;
@@ -1874,6 +1880,31 @@ static PyObject *h_fi(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     return (PyObject *)p;
 }
 
+/* rev(x, site) -> reversed(x) as an iterproxy reading x at every next():
+ * reversed() needs the sequence itself, so the proxy goes around its
+ * result. */
+static PyObject *h_rev(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "rev");
+    PyObject *x = a[0];
+    PyObject *r = PyObject_CallOneArg((PyObject *)&PyReversed_Type, x);
+    if (!r || !hooks_ex || !Py_TYPE(r)->tp_iternext) return r;
+    iterproxy *p = PyObject_New(iterproxy, &IterProxy_Type);
+    if (!p) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    PyTypeObject *t = Py_TYPE(x);
+    int immutable = immutable_value(x) || t == &PyTuple_Type;
+    p->it = r;
+    p->src = immutable ? NULL : Py_NewRef(view_base(x));
+    p->site = Py_NewRef(a[1]);
+    p->kind = KIND_READ;
+    p->unpack = 0;
+    p->last_ev = (size_t)-1;
+    p->gen = hooks_gen;
+    return (PyObject *)p;
+}
+
 /* The async twin: `async for` / async comprehensions.  Every __anext__ is a
  * write of the async iterator (two consumers of one async generator race on
  * it) and, when the iterable is another object, a read of it. */
@@ -2125,6 +2156,7 @@ static PyMethodDef hook_methods[] = {
     FAST("rv", h_rv, "rv(x, site) -> x: x read as a value (deep)."),
     FAST("bop", h_bop, "bop(x, y, op, site) -> x <op> y, operands read as values."),
     FAST("aug", h_aug, "aug(x, y, op, site) -> x <op>= y, x written."),
+    FAST("rev", h_rev, "rev(x, site) -> reversed(x), x read at every next()."),
     FAST("fx", h_fx, "fx(f, site) -> f: the callee of a starred call."),
     FAST("aw", h_aw, "aw(x, site) -> x: an argument of a starred call, written."),
     FAST("sw", h_sw, "sw(x, site) -> tuple(x): `*x` of a call, items written."),

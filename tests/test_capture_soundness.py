@@ -213,6 +213,8 @@ CASES: dict[str, tuple[str, str, str]] = {
     "dunder_dict_item": ("s.__dict__['n'] = 2", "v = s.n", ""),
     "dunder_class": ("s.__class__ = Other", "v = s.kind", ""),
     "class_level_state": ("S.used += 1", "v = s.used", "    S.used = 0"),
+    "class_level_state_getattr": ("S.used += 1", "v = getattr(s, 'used')", "    S.used = 0"),
+    "class_level_state_inherited": ("Base.kind = 'patched'", "v = s.kind", "    Base.kind = 'base'"),
     "monkeypatch_module_function": (
         "sys.modules[__name__].helper = other_helper",
         "v = helper()",
@@ -319,9 +321,9 @@ class Hub:
         for c in ITERABLE:
             await asyncio.sleep(0)
             self.sent.append(c)
-        box["v"] = (n, len(self.sent))
+        box["v"] = tuple(self.sent)
         if RACY:
-            assert len(self.sent) == n
+            assert len(self.sent) == n and len(set(self.sent)) == n
 
     async def join(self):
         await asyncio.sleep(0)
@@ -342,6 +344,8 @@ ITER_CASES = {
     "generator_expression": ("(c for c in self.conns)", "self.conns.append(3)"),
     "for_dict_keys_view": ("self.d.keys()", "self.d.pop(2)"),
     "for_remove_skips": ("self.conns", "self.conns.remove(1)"),
+    "for_reversed": ("reversed(self.conns)", "self.conns.remove(1)"),
+    "for_map": ("map(int, self.conns)", "self.conns.append(3)"),
 }
 
 

@@ -208,7 +208,7 @@ _CMPOPS = {ast.Lt: 20, ast.LtE: 21, ast.Eq: 22, ast.NotEq: 23, ast.Gt: 24, ast.G
 
 _HOOKS = ("ga", "sa", "da", "gi", "si", "di", "cm", "ck", "contains", "gr", "gw", "cr", "cw",
           "rd", "it", "new", "newcall", "call", "callm", "tt", "rv", "ra", "bop", "aug", "fi",
-          "afi", "fw", "bar", "itv", "fx", "aw", "sw", "kw")  # fmt: skip
+          "afi", "fw", "bar", "itv", "fx", "aw", "sw", "kw", "rev")  # fmt: skip
 
 #: builtins whose behaviour depends on the calling frame, or that must stay recognisable to the
 #: compiler: never routed through the call hook
@@ -909,6 +909,12 @@ class Instrumenter(ast.NodeTransformer):
                     wrapped.append(self._wrap("fi", a, "iter", ast.Constant(False)))
             node.args = wrapped
             return self._arg_call(node, node, "call")
+        if name == "reversed" and len(node.args) == 1 and self._plain_args(node) and not node.keywords:
+            # reversed() needs the sequence itself: the hook builds it and reads the sequence
+            # at every next()
+            arg = self._visit_consumed(node.args[0])
+            site = site_of(node, self.src.segment(node), "iter")
+            return self._call("rev", [arg, site], node)
         if name in VALUE_ITER_BUILTINS or name in ITER_BUILTINS:
             hook = "itv" if name in VALUE_ITER_BUILTINS else "it"
             node.args = [self._wrap(hook, self._visit_consumed(a), "whole") for a in node.args]
