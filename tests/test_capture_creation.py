@@ -9,8 +9,8 @@ of conservatively (an object first touched after the prefix two executions share
 from __future__ import annotations
 
 import ast
-import re
 import itertools
+import re
 import tempfile
 import textwrap
 from pathlib import Path

@@ -170,9 +170,17 @@ CASES: dict[str, tuple[str, str, str]] = {
     "repr": ("s.items.append('y')", "v = repr(s.items)", ""),
     "str_format_method": ("s.items.append('y')", "v = '{}'.format(s.items)", ""),
     "json_dumps": ("s.d['a'] = 2", "v = json.dumps(s.d)", ""),
-    "json_dumps_nested": ("inner = s.nested['a']\n---\ninner.append(2)", "v = json.dumps(s.nested)", ""),
+    "json_dumps_nested": (
+        "inner = s.nested['a']\n---\ninner.append(2)",
+        "v = json.dumps(s.nested)",
+        "",
+    ),
     "str_dataclass_nested": ("inner = s.boxed.items\n---\ninner.append(2)", "v = str(s.boxed)", ""),
-    "eq_dataclass_nested": ("inner = s.boxed.items\n---\ninner.append(2)", "v = s.boxed == Boxed([1])", ""),
+    "eq_dataclass_nested": (
+        "inner = s.boxed.items\n---\ninner.append(2)",
+        "v = s.boxed == Boxed([1])",
+        "",
+    ),
     # ---------------------------------------------------------------- hashing
     "hash_user_object": ("s.key.port = 2", "v = hash(s.key) == hash(Key(1))", ""),
     "dict_display_user_key": ("s.key.port = 2", "v = Key(1) in {s.key: 1}", ""),
@@ -214,7 +222,11 @@ CASES: dict[str, tuple[str, str, str]] = {
     "dunder_class": ("s.__class__ = Other", "v = s.kind", ""),
     "class_level_state": ("S.used += 1", "v = s.used", "    S.used = 0"),
     "class_level_state_getattr": ("S.used += 1", "v = getattr(s, 'used')", "    S.used = 0"),
-    "class_level_state_inherited": ("Base.kind = 'patched'", "v = s.kind", "    Base.kind = 'base'"),
+    "class_level_state_inherited": (
+        "Base.kind = 'patched'",
+        "v = s.kind",
+        "    Base.kind = 'base'",
+    ),
     "monkeypatch_module_function": (
         "sys.modules[__name__].helper = other_helper",
         "v = helper()",

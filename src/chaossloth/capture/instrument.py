@@ -12,9 +12,14 @@ What is rewritten (only code of the user's modules; see ``importer.py``):
                                        instrumented code, which records for itself)
 ``d.get(k)``, ``d.pop(k)``,            ``_cs_ck(d.get, kind, site, k, ...)``: keyed access
 ``d.setdefault(k, v)``                 on an exact dict, whole-object access elsewhere
-``k in x`` / ``k not in x``            ``_cs_contains(k, x, site)``
-``len(x)``, ``sorted(x)``, ...,        whole-object read (iteration of an iterator or a
-``for t in x``                         generator is a write: it consumes it)
+``k in x`` / ``k not in x``            ``_cs_contains(k, x, site)``: keyed on a dict or
+                                       set, else x whole and, for a sequence, its elements
+                                       and k read as values
+``list(x)``, ``sorted(x)``, ...        ``_cs_it`` / ``_cs_itv``: a whole-object read at once
+                                       (iteration of an iterator or a generator is a
+                                       write: it consumes it); sorted / min / max / sum /
+                                       set / frozenset / dict also read the elements as
+                                       values (compared, hashed)
 global ``g`` in a function             ``_cs_gr(g, 'g', site)``; a store is followed by
                                        ``_cs_gw('g', site)``
 closure cell ``c``                     ``_cs_cr(c, _cs_c_c, site)`` / ``_cs_cw(...)``; the
@@ -33,14 +38,64 @@ their comprehensions                   flagged as created by the current step (C
                                        ``type`` and ``__new__`` = ``object.__new__``) and then
                                        records the instance as created before ``__init__``
                                        runs; any other callee is called plainly
-any other call with a non-constant     ``_cs_call(f, site, *args, **kw)``: the hook looks
-argument (``f(a)``, ``x.m(a)``,        at ``f`` at run time: instrumented code records
-``mod.f(a)``)                          nothing extra; pure builtins, ``math``, builtin
-                                       types and builtin methods of builtin containers
-                                       and immutables read each mutable argument (whole);
-                                       anything else writes it (a tuple stands for its
-                                       items, a bound method for its receiver)
+``if x``, ``while x``, ``not x``,       ``_cs_tt(x, site)``: a truth test reads what
+``x and y``, ``x or y``, ``a if x      __bool__ / __len__ read: a container whole, an
+else b``, ``assert x``, ``bool(x)``,   instance whose __bool__/__len__ is not instrumented
+``len(x)``, comprehension ``if``s      (and its attributes, deeply)
+``a == b``, ``a < b``, ``a + b``,      ``_cs_bop(a, b, op, site)`` (chains: ``_cs_rv`` on
+``a | b``, ``"%s" % x``, ...           each operand): both operands read as *values*:
+                                       a container and every element, an instance whose
+                                       comparison / hash / format dunders are not
+                                       instrumented (a dataclass's generated ``__eq__``)
+                                       and all its attributes (W_VALUE in hooks.c)
+``f"{x}"``, ``str/repr/format/hash``   ``_cs_rv(x, site)``: read as a value
+``{k: v}``, ``{x}``                    keys / elements read as values (hashed, compared)
+``x op= v`` (any target)               ``_cs_aug(x, v, op, site)``: a mutable ``x`` is
+                                       written whole (``lst += [...]`` mutates it), ``v``
+                                       read as a value; the target stored as before
+``for t in x``, comprehensions,        ``_cs_fi(x, site, unpack)`` / ``_cs_afi(x, site)``:
+``async for``, ``enumerate/zip/map/    an iterator proxy recording at EVERY next() /
+filter/iter(x)``, ``reversed(x)``      __anext__, in whichever step it runs, a read of a
+                                       container (a dict view: of its dict) or a write of
+                                       an iterator / (async) generator (consumed); the
+                                       function given to map / filter is a proxy that
+                                       records each call (``_cs_fw``)
+``a, b = x``, ``f(*x)``, ``[*x]``,     ``_cs_it`` / ``_cs_rd``: iterated / read on the spot
+``{**m}``
+``match x``                            ``_cs_ra``: the subject read whole and deeply
+any other call                         ``_cs_call(f, site, *args, **kw)`` (after ``cm``:
+                                       ``_cs_callm``, receiver already recorded): what f
+                                       does to its own state -- a bound method (builtin
+                                       or Python, in a variable, stored as a callback,
+                                       from getattr) writes its receiver unless it is
+                                       instrumented or a known pure method of a builtin
+                                       container, a functools.partial acts on its bound
+                                       arguments and its function's receiver, another
+                                       callable object with an uninstrumented __call__ is
+                                       written -- and what it does to the arguments:
+                                       instrumented code records nothing extra; pure
+                                       builtins, ``math``, builtin types and builtin
+                                       methods of builtin containers and immutables read
+                                       each mutable argument deeply; anything else writes
+                                       it (containers' elements too)
+``f(*a, **k)``                         the interpreter's own call (its error messages
+                                       name f): ``_cs_fx(f, site)`` records f's own state,
+                                       every argument is written (``_cs_aw``, ``_cs_sw``
+                                       unpacks ``*a`` where the interpreter would,
+                                       ``_cs_kw``)
+``exec``, ``eval``, ``compile``,       ``_cs_bar(f, site)``: the global barrier, a write
+``globals``, ``locals``,               of (CS_OBJECT_ALL, CS_KEY_WHOLE), which conflicts
+``__import__``, ``breakpoint``,        with every access; the same when one of them is
+``vars()``, changes of sys.modules     called through an alias (the call hook checks)
 ====================================  ================================================
+
+Further rules of the hooks (ext/hooks.c): ``obj.name`` where ``name`` is found on the class
+(a method, a class variable) also reads the name on each class of the MRO up to the defining
+one, so ``Cls.x += 1`` in another task conflicts with ``self.x``; ``obj.__class__ = C`` and
+``obj.__dict__ = d`` write the whole object; ``obj.__dict__`` and ``vars(obj)`` return a dict
+registered as an alias of ``obj`` (its items are obj's attributes); a key of a type whose hashing
+may run user code is read as a value; reads of module-level names bound by ``def`` / ``class`` /
+``import`` are global reads like any other (monkeypatching them is a write).
 
 Evaluation order is kept: store hooks take the value first (Python evaluates the right-hand
 side before the target), targets of multiple or unpacking assignments are assigned from
@@ -50,15 +105,30 @@ tracebacks point at the user's lines.
 
 Not rewritten (on purpose): annotations (``from __future__ import annotations`` turns them into
 strings), ``match`` patterns (they must stay dotted names), name accesses in class bodies and at
-module level (they run at import time), comprehension targets.  Known gaps, all
-under-approximations a user is unlikely to meet: reads of class attributes through an instance
-(``self.x`` where ``x`` lives on the class) are recorded on the instance only; calls with
-``*args`` / ``**kw`` and the frame-dependent builtins (``FRAME_BUILTINS``) are not routed through
-``_cs_call``, so what they hand to uninstrumented code is not recorded; a bound method called
-through a variable (``cb = self.q.append; cb(x)``) records its arguments, not its receiver;
-objects reached later from an iterator or view an uninstrumented callee kept are not recorded
-again; reads of module-level names bound only by ``def``/``class``/``import`` and never
-declared ``global`` are not recorded (monkeypatching them from another task would be missed).
+module level (they run at import time), comprehension targets.
+
+Approximations, each coarser than the truth (never missing an access):
+- whole-object accesses stand for keyed ones (a method call, a truth test, a comparison);
+  unknown methods and uninstrumented callees write what they are handed;
+- a deep read or write walks at most 3000 objects and 48 levels, then records the global
+  barrier with its kind (a read of everything, or a write of everything);
+- every argument of a call with ``*args`` / ``**kw`` is written, whatever the callee;
+- iteration records at most once per step per loop (the engine keeps one access per resource
+  and step anyway).
+
+Known gaps (under-approximations; each listed so that it is not mistaken for coverage):
+- an uninstrumented callee handed an instance of a class whose dunders are default or
+  instrumented records the instance whole, not the objects reachable through its attributes
+  (``lib.mutate(self)`` changing ``self.items`` in place); instrument that library
+  (``--instrument``) to see them;
+- objects an uninstrumented callee keeps and touches later (a library storing a list and
+  mutating it from a callback) are recorded where they were handed over only;
+- ``with`` / ``async with`` on objects of uninstrumented classes other than asyncio's
+  primitives (``capture/sync.py``): their ``__enter__`` / ``__exit__`` are not recorded;
+  ``yield from x`` and ``await x`` on a user awaitable record nothing for x itself;
+- a ``__dict__`` obtained by uninstrumented code is not an alias of its owner;
+- sys.modules changed by uninstrumented code (importlib), and module code run by an
+  ``import`` statement at run time, are not barriers.
 """
 
 from __future__ import annotations
@@ -667,7 +737,9 @@ class Instrumenter(ast.NodeTransformer):
 
     # ------------------------------------------------------------ expressions
 
-    def _wrap_iter(self, new: ast.expr, loop: ast.For | ast.AsyncFor | ast.comprehension) -> ast.expr:
+    def _wrap_iter(
+        self, new: ast.expr, loop: ast.For | ast.AsyncFor | ast.comprehension
+    ) -> ast.expr:
         """The iterable of a loop or comprehension (`new`, instrumented) as an iterator that
         records its access at every next() / __anext__, in whichever step that happens (a
         loop spanning awaits reads the container again after each await).  `for ... in
@@ -909,7 +981,12 @@ class Instrumenter(ast.NodeTransformer):
                     wrapped.append(self._wrap("fi", a, "iter", ast.Constant(False)))
             node.args = wrapped
             return self._arg_call(node, node, "call")
-        if name == "reversed" and len(node.args) == 1 and self._plain_args(node) and not node.keywords:
+        if (
+            name == "reversed"
+            and len(node.args) == 1
+            and self._plain_args(node)
+            and not node.keywords
+        ):
             # reversed() needs the sequence itself: the hook builds it and reads the sequence
             # at every next()
             arg = self._visit_consumed(node.args[0])
