@@ -489,6 +489,31 @@ static PyObject *alias_of(PyObject *o) {
     return PyTuple_GET_ITEM(v, 1);
 }
 
+/* A direct-mapped cache of the accesses recorded in the open step: an access
+ * equal to one already recorded in the same step (same object, key, kind and
+ * site) adds nothing to the trace's dependency relation (the engine keeps one
+ * access per resource and kind in a step), so it is not recorded again.  The
+ * loops and method calls of hot code repeat accesses at one site; this keeps
+ * their cost to a table probe.  Entries are valid for one step of one
+ * execution (ev, gen).  The table is indexed by canonical ids, never by
+ * addresses: which accesses are deduplicated (and so the trace's fingerprint
+ * and the events DPOR compares) must be the same in every execution that
+ * reaches the same step the same way. */
+#define RCACHE_SIZE 512
+typedef struct {
+    uint64_t key, cid;
+    size_t ev;
+    uint64_t gen;
+    uint32_t site;
+    int kind;
+} rcache_entry;
+static rcache_entry rcache[RCACHE_SIZE];
+
+static rcache_entry *rcache_slot(uint64_t cid, uint64_t key, int kind, uint32_t site) {
+    uint64_t h = mix64(cid ^ mix64(key) ^ ((uint64_t)site << 8) ^ (uint64_t)kind);
+    return &rcache[h & (RCACHE_SIZE - 1)];
+}
+
 static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
                   PyObject *keyobj, uint64_t *cid_out) {
     uint32_t site;
@@ -506,9 +531,20 @@ static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
     if (cid_out) *cid_out = object;
     if (stable || !fresh) kind &= ~CS_ID_CREATED;
     int flagged = stable ? kind | CS_ID_STABLE : kind;
+    /* the step: its index in the trace, within this execution (executions
+     * ended so far) of this attachment of the hooks */
+    size_t ev = cs_trace_length(hooks_ex);
+    cs_stats st;
+    cs_explorer_stats(hooks_ex, &st);
+    uint64_t gen = mix64(hooks_gen ^ mix64(st.executions));
+    rcache_entry *slot = rcache_slot(object, key, flagged, site);
+    if (slot->cid == object && slot->key == key && slot->kind == flagged &&
+        slot->site == site && slot->ev == ev && slot->gen == gen && !log_list)
+        return 0;
     int rc = cs_access_record(hooks_ex, object, key, (cs_access_kind)flagged, site);
     if (rc == CS_ESTATE) return 0; /* no step open: nothing to record */
     if (cs_py_check(rc) < 0) return -1;
+    *slot = (rcache_entry){key, object, ev, gen, site, flagged};
     n_recorded++;
     if (log_list && log_access(object, key, kind & CS_KIND_MASK, site, keyobj) < 0) return -1;
     return 0;
