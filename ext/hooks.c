@@ -668,11 +668,18 @@ static int immutable_value(PyObject *o) {
            (PyType_Check(o) && !(((PyTypeObject *)o)->tp_flags & Py_TPFLAGS_HEAPTYPE));
 }
 
+/* The layout of a dict view (CPython's _PyDictViewObject, public up to 3.12,
+ * internal since 3.13 with the same layout). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *dv_dict;
+} dict_view_layout;
+
 /* A dict view stands for its dict (views of dict subclasses included). */
 static PyObject *view_base(PyObject *o) {
     PyTypeObject *t = Py_TYPE(o);
     if (t == &PyDictKeys_Type || t == &PyDictValues_Type || t == &PyDictItems_Type) {
-        PyObject *d = (PyObject *)((_PyDictViewObject *)o)->dv_dict;
+        PyObject *d = ((dict_view_layout *)o)->dv_dict;
         if (d) return d;
     }
     return o;
