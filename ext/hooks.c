@@ -1881,7 +1881,8 @@ static PyTypeObject IterProxy_Type = {
     .tp_methods = ip_methods,
 };
 
-/* fi(x, site, unpack) -> an iterator of x: see iterproxy.  x is returned
+/* fi(x, site, mode) -> an iterator of x: see iterproxy (mode 1: unpack the
+ * items; mode 2: x is the argument of iter()).  x is returned
  * as is when nothing is to be recorded (no explorer, an immutable iterable
  * whose items are recorded where they are used, an object that is not
  * iterable: the interpreter raises its own error). */
@@ -1889,15 +1890,18 @@ static PyObject *h_fi(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "fi");
     PyObject *x = a[0];
     PyTypeObject *t = Py_TYPE(x);
-    int unpack = PyObject_IsTrue(a[2]);
-    if (unpack < 0) return NULL;
+    long mode = PyLong_AsLong(a[2]); /* 0, 1: unpack items, 2: the argument of iter() */
+    if (mode == -1 && PyErr_Occurred()) return NULL;
+    int unpack = mode == 1;
     if (!hooks_ex || Py_IS_TYPE(x, &IterProxy_Type) ||
         ((immutable_value(x) || t == &PyTuple_Type || t == &PyFrozenSet_Type) && !unpack) ||
         (!t->tp_iter && !PySequence_Check(x)))
         return Py_NewRef(x);
     PyObject *it = PyObject_GetIter(x);
     if (!it) return NULL;
-    if (Py_IS_TYPE(it, &IterProxy_Type)) return it;
+    /* iter(an iterator) is that iterator (a generator keeps send()): its
+     * consumption is recorded where it is consumed */
+    if (Py_IS_TYPE(it, &IterProxy_Type) || (mode == 2 && it == x)) return it;
     iterproxy *p = PyObject_New(iterproxy, &IterProxy_Type);
     if (!p) {
         Py_DECREF(it);
@@ -2206,7 +2210,7 @@ static PyMethodDef hook_methods[] = {
     FAST("kw", h_kw, "kw(m, site) -> m: `**m` of a call, values written."),
     FAST("ra", h_ra, "ra(x, site) -> x: x read whole and deep."),
     FAST("itv", h_itv, "itv(x, site) -> x: iterated, elements read as values."),
-    FAST("fi", h_fi, "fi(x, site, unpack) -> iterator recording each next()."),
+    FAST("fi", h_fi, "fi(x, site, mode) -> iterator recording each next()."),
     FAST("afi", h_afi, "afi(x, site) -> async iterator recording each __anext__."),
     FAST("fw", h_fw, "fw(f, site) -> f or a proxy recording each call of f."),
     FAST("bar", h_bar, "bar(f, site) -> f: the global barrier (a write of everything)."),

@@ -591,9 +591,10 @@ CASES: dict[str, str] = {
                 out.append((i, a, b))
             for k, v in {'a': 1}.items():
                 out.append((k, v))
-            g = gen()
+            g = iter(gen())
             out.append(next(g))
             out.append(g.send('hi'))
+            out.append(iter(g) is g)
             for x in g:
                 out.append(x)
             it = iter([1, 2, 3])

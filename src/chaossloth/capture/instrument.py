@@ -759,7 +759,7 @@ class Instrumenter(ast.NodeTransformer):
         site = self._site(old, self.src.segment(old), "iter")
         if is_async:
             return self._call("afi", [new, site], old)
-        unpack = ast.Constant(isinstance(loop.target, (ast.Tuple, ast.List)))
+        unpack = ast.Constant(1 if isinstance(loop.target, (ast.Tuple, ast.List)) else 0)
         return self._call("fi", [new, site, unpack], old)
 
     def _slice(self, node: ast.expr) -> ast.expr:
@@ -978,7 +978,8 @@ class Instrumenter(ast.NodeTransformer):
                 elif name == "iter" and i > 0:
                     wrapped.append(a)
                 else:
-                    wrapped.append(self._wrap("fi", a, "iter", ast.Constant(False)))
+                    mode = 2 if name == "iter" else 0
+                    wrapped.append(self._wrap("fi", a, "iter", ast.Constant(mode)))
             node.args = wrapped
             return self._arg_call(node, node, "call")
         if (
