@@ -1717,6 +1717,31 @@ static PyObject *h_kw(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
     return Py_NewRef(x);
 }
 
+/* cx(x, site) -> x: x is entered by `with` / `async with`.  Its __enter__ /
+ * __exit__ (or async twins) act on it: when they are not instrumented, a
+ * write of x whole.  asyncio's own primitives (classes of asyncio modules)
+ * are recorded by capture/sync.py as lock operations and skipped here. */
+static PyObject *h_cx(PyObject *m, PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "cx");
+    PyObject *x = a[0];
+    if (!hooks_ex || immutable_value(x)) return Py_NewRef(x);
+    PyTypeObject *t = Py_TYPE(x);
+    int opaque = 1;
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        PyObject *mod = t->tp_dict ? PyDict_GetItemString(t->tp_dict, "__module__") : NULL;
+        const char *ms = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        if (ms && strncmp(ms, "asyncio.", 8) == 0) return Py_NewRef(x);
+        PyErr_Clear();
+        static const char *names[] = {"__enter__", "__exit__", "__aenter__", "__aexit__", NULL};
+        opaque = 0;
+        for (const char **n = names; *n; n++)
+            if (dunder_kind(t, *n) == 1) opaque = 1;
+    }
+    if (opaque && record(holder_of(x), CS_KEY_WHOLE, KIND_WRITE, a[1], NULL, NULL) < 0)
+        return NULL;
+    return Py_NewRef(x);
+}
+
 /* ------------------------------------------------ protocol reads */
 
 /* tt(x, site) -> x: x is tested for truth (if, while, not, and, or, assert,
@@ -2203,6 +2228,7 @@ static PyMethodDef hook_methods[] = {
     FAST("rv", h_rv, "rv(x, site) -> x: x read as a value (deep)."),
     FAST("bop", h_bop, "bop(x, y, op, site) -> x <op> y, operands read as values."),
     FAST("aug", h_aug, "aug(x, y, op, site) -> x <op>= y, x written."),
+    FAST("cx", h_cx, "cx(x, site) -> x: entered by with; uninstrumented enter/exit write it."),
     FAST("rev", h_rev, "rev(x, site) -> reversed(x), x read at every next()."),
     FAST("fx", h_fx, "fx(f, site) -> f: the callee of a starred call."),
     FAST("aw", h_aw, "aw(x, site) -> x: an argument of a starred call, written."),

@@ -33,6 +33,7 @@ _COUNTER = itertools.count()
 
 PRELUDE = """
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import heapq
@@ -98,6 +99,8 @@ class S(Base):
         self.store = UserDict()
         self.nested = {"a": [1]}
         self.boxed = Boxed([1])
+        self.stack = contextlib.ExitStack()
+        self.stack.callback(int)
 
 
 def collect(*args):
@@ -214,6 +217,11 @@ CASES: dict[str, tuple[str, str, str]] = {
         "",
     ),
     "super_into_uninstrumented_base": ("s.store['k'] = 1", "v = len(s.store)", ""),
+    "with_uninstrumented_context_manager": (
+        "with s.stack:\n    pass",
+        "v = len(s.stack._exit_callbacks)",
+        "",
+    ),
     # ---------------------------------------------------------------- dynamic attributes
     "setattr_computed": ("name = 'n'\nsetattr(s, name, 2)", "v = s.n", ""),
     "delattr_computed": ("name = 'n'\ndelattr(s, name)", "v = hasattr(s, 'n')", ""),

@@ -63,6 +63,9 @@ filter/iter(x)``, ``reversed(x)``      __anext__, in whichever step it runs, a r
 ``a, b = x``, ``f(*x)``, ``[*x]``,     ``_cs_it`` / ``_cs_rd``: iterated / read on the spot
 ``{**m}``
 ``match x``                            ``_cs_ra``: the subject read whole and deeply
+``with x``, ``async with x``           ``_cs_cx``: x written whole unless its __enter__ /
+                                       __exit__ (__aenter__ / __aexit__) are instrumented;
+                                       asyncio's primitives are left to ``sync.py``
 any other call                         ``_cs_call(f, site, *args, **kw)`` (after ``cm``:
                                        ``_cs_callm``, receiver already recorded): what f
                                        does to its own state -- a bound method (builtin
@@ -123,9 +126,7 @@ Known gaps (under-approximations; each listed so that it is not mistaken for cov
   (``--instrument``) to see them;
 - objects an uninstrumented callee keeps and touches later (a library storing a list and
   mutating it from a callback) are recorded where they were handed over only;
-- ``with`` / ``async with`` on objects of uninstrumented classes other than asyncio's
-  primitives (``capture/sync.py``): their ``__enter__`` / ``__exit__`` are not recorded;
-  ``yield from x`` and ``await x`` on a user awaitable record nothing for x itself;
+- ``yield from x`` and ``await x`` on a user awaitable record nothing for x itself;
 - a ``__dict__`` obtained by uninstrumented code is not an alias of its owner;
 - sys.modules changed by uninstrumented code (importlib), and module code run by an
   ``import`` statement at run time, are not barriers.
@@ -278,7 +279,7 @@ _CMPOPS = {ast.Lt: 20, ast.LtE: 21, ast.Eq: 22, ast.NotEq: 23, ast.Gt: 24, ast.G
 
 _HOOKS = ("ga", "sa", "da", "gi", "si", "di", "cm", "ck", "contains", "gr", "gw", "cr", "cw",
           "rd", "it", "new", "newcall", "call", "callm", "tt", "rv", "ra", "bop", "aug", "fi",
-          "afi", "fw", "bar", "itv", "fx", "aw", "sw", "kw", "rev")  # fmt: skip
+          "afi", "fw", "bar", "itv", "fx", "aw", "sw", "kw", "rev", "cx")  # fmt: skip
 
 #: builtins whose behaviour depends on the calling frame, or that must stay recognisable to the
 #: compiler: never routed through the call hook
@@ -1312,7 +1313,9 @@ class Instrumenter(ast.NodeTransformer):
 
     def _visit_with(self, node: ast.With | ast.AsyncWith) -> Any:
         for item in node.items:
-            item.context_expr = self.visit(item.context_expr)
+            # entering and leaving act on the context manager (cx: a write unless its
+            # __enter__ / __exit__ are instrumented)
+            item.context_expr = self._wrap("cx", self.visit(item.context_expr), "with")
         return self._visit_with_items_done(node)
 
     def _visit_with_items_done(self, node: ast.With | ast.AsyncWith) -> Any:
