@@ -717,7 +717,7 @@ static int replaced_attr(PyObject *obj, PyObject *name, PyObject **old) {
     *old = NULL;
     PyTypeObject *t = Py_TYPE(obj);
     if (!keep_len || !PyUnicode_CheckExact(name) || t->tp_setattro != PyObject_GenericSetAttr ||
-        t->tp_getattro != PyObject_GenericGetAttr || _PyType_Lookup(t, name))
+        t->tp_getattro != PyObject_GenericGetAttr || cs_compat_type_lookup(t, name))
         return 0;
     *old = _PyObject_GenericGetAttrWithDict(obj, name, NULL, 1);
     return *old || !PyErr_Occurred() ? 0 : -1;
@@ -741,6 +741,10 @@ static int release_replaced(PyObject *old) {
     return dropped ? cs_hooks_sweep() : 0;
 }
 
+static uint64_t hooks_gen; /* bumped at every reset: per-step caches compare it */
+static PyObject *aliases;
+static PyObject *type_kinds; /* type -> classification bits (see type_bits) */
+
 /* Drops every name, IdRef and held reference.  The tables are detached first:
  * a __del__ run by a release may itself call a hook. */
 static void ids_clear(void) {
@@ -759,6 +763,9 @@ static void ids_clear(void) {
     fresh_rank = 0;
     scanned = 0;
     if (next_step) memset(next_step, 0, next_step_cap * sizeof *next_step);
+    hooks_gen++;
+    Py_CLEAR(aliases);
+    Py_CLEAR(type_kinds);
     /* IdRefs first (dropping one runs no Python code), so that deaths caused
      * by the releases below find no slot of the old tables. */
     for (size_t i = 0; i < cap; i++) Py_XDECREF(slots[i].wr);
@@ -836,23 +843,129 @@ static int log_access(uint64_t object, uint64_t key, int kind, uint32_t site,
  * execution: an object the hooks have named already may have been accessed
  * (or created) by another step, and the engine names an object by its first
  * access anyway.  A stable object keeps CS_ID_STABLE instead. */
-static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
-                  PyObject *keyobj, uint64_t *cid_out) {
-    uint32_t site = 0;
+static int site_of(PyObject *site_obj, uint32_t *site) {
+    *site = 0;
     if (site_obj && PyLong_CheckExact(site_obj)) {
         unsigned long s = PyLong_AsUnsignedLong(site_obj);
         if (s == (unsigned long)-1 && PyErr_Occurred()) return -1;
-        site = (uint32_t)s;
+        *site = (uint32_t)s;
     }
+    return 0;
+}
+
+/* The global barrier: an access of (CS_OBJECT_ALL, CS_KEY_WHOLE), which
+ * overlaps every resource (as a write it conflicts with every access).  It
+ * names no Python object: it never goes through canon() (no id, nothing kept
+ * alive) and always carries CS_ID_STABLE (it is the same in every execution).
+ * Recorded where an operation can touch state the hooks cannot name (exec,
+ * eval, globals(), sys.modules changes), or where a deep read or write gives
+ * up (too large an object graph): coarser than any real access. */
+static int record_barrier(int kind, PyObject *site_obj) {
+    uint32_t site;
+    if (site_of(site_obj, &site) < 0) return -1;
+    int base = kind & CS_KIND_MASK;
+    int rc = cs_access_record(hooks_ex, CS_OBJECT_ALL, CS_KEY_WHOLE,
+                              (cs_access_kind)(base | CS_ID_STABLE), site);
+    if (rc == CS_ESTATE) return 0;
+    if (cs_py_check(rc) < 0) return -1;
+    n_recorded++;
+    if (log_list && log_access(CS_OBJECT_ALL, CS_KEY_WHOLE, base, site, NULL) < 0) return -1;
+    return 0;
+}
+
+/* ---- aliases: an instance's __dict__ is the instance's attributes.  When
+ * the hooks hand out obj.__dict__ (or vars(obj)), the dict is registered as
+ * an alias of obj, so that d[k] / d[k] = v through it are recorded on
+ * (obj, hash(k)), the very resource obj.k names (an attribute key is the hash
+ * of its name, a str key hashes alike).  Map: id(dict) -> (dict, obj), both
+ * held (the owner is kept alive by its id anyway). */
+/* (declared above ids_clear) aliases: dict or NULL */
+static PyObject *modules_dict; /* sys.modules (borrowed from the interpreter) */
+
+static int add_alias(PyObject *d, PyObject *owner) {
+    if (!PyDict_Check(d) || d == owner) return 0;
+    if (!aliases && !(aliases = PyDict_New())) return -1;
+    PyObject *k = PyLong_FromVoidPtr(d);
+    PyObject *v = k ? PyTuple_Pack(2, d, owner) : NULL;
+    int rc = v ? PyDict_SetItem(aliases, k, v) : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* The object an access of `o` really touches (borrowed). */
+static PyObject *alias_of(PyObject *o) {
+    if (!aliases || !PyDict_Check(o) || !PyDict_GET_SIZE(aliases)) return o;
+    PyObject *k = PyLong_FromVoidPtr(o);
+    if (!k) {
+        PyErr_Clear();
+        return o;
+    }
+    PyObject *v = PyDict_GetItemWithError(aliases, k);
+    Py_DECREF(k);
+    if (!v) {
+        PyErr_Clear();
+        return o;
+    }
+    return PyTuple_GET_ITEM(v, 1);
+}
+
+/* A direct-mapped cache of the accesses recorded in the open step: an access
+ * equal to one already recorded in the same step (same object, key, kind and
+ * site) adds nothing to the trace's dependency relation (the engine keeps one
+ * access per resource and kind in a step), so it is not recorded again.  The
+ * loops and method calls of hot code repeat accesses at one site; this keeps
+ * their cost to a table probe.  Entries are valid for one step of one
+ * execution (ev, gen).  The table is indexed by canonical ids, never by
+ * addresses: which accesses are deduplicated (and so the trace's fingerprint
+ * and the events DPOR compares) must be the same in every execution that
+ * reaches the same step the same way. */
+#define RCACHE_SIZE 512
+typedef struct {
+    uint64_t key, cid;
+    size_t ev;
+    uint64_t gen;
+    uint32_t site;
+    int kind;
+} rcache_entry;
+static rcache_entry rcache[RCACHE_SIZE];
+
+static rcache_entry *rcache_slot(uint64_t cid, uint64_t key, int kind, uint32_t site) {
+    uint64_t h = mix64(cid ^ mix64(key) ^ ((uint64_t)site << 8) ^ (uint64_t)kind);
+    return &rcache[h & (RCACHE_SIZE - 1)];
+}
+
+static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
+                  PyObject *keyobj, uint64_t *cid_out) {
+    uint32_t site;
+    if (site_of(site_obj, &site) < 0) return -1;
+    if (!modules_dict) modules_dict = PyImport_GetModuleDict();
+    /* a change of sys.modules changes what every later import (run by
+     * uninstrumented machinery) finds: a global write */
+    if (holder == modules_dict && (kind & CS_KIND_MASK) == KIND_WRITE &&
+        record_barrier(KIND_WRITE, site_obj) < 0)
+        return -1;
+    holder = alias_of(holder);
     uint64_t object;
     bool stable, fresh;
     if (canon(holder, &object, &stable, &fresh) < 0) return -1;
     if (cid_out) *cid_out = object;
     if (stable || !fresh) kind &= ~CS_ID_CREATED;
     int flagged = stable ? kind | CS_ID_STABLE : kind;
+    /* the step: its index in the trace, within this execution (executions
+     * ended so far) of this attachment of the hooks */
+    size_t ev = cs_trace_length(hooks_ex);
+    cs_stats st;
+    cs_explorer_stats(hooks_ex, &st);
+    uint64_t gen = mix64(hooks_gen ^ mix64(st.executions));
+    rcache_entry *slot = rcache_slot(object, key, flagged, site);
+    if (slot->cid == object && slot->key == key && slot->kind == flagged &&
+        slot->site == site && slot->ev == ev && slot->gen == gen && !log_list)
+        return 0;
     int rc = cs_access_record(hooks_ex, object, key, (cs_access_kind)flagged, site);
     if (rc == CS_ESTATE) return 0; /* no step open: nothing to record */
     if (cs_py_check(rc) < 0) return -1;
+    *slot = (rcache_entry){key, object, ev, gen, site, flagged};
     n_recorded++;
     if (log_list && log_access(object, key, kind & CS_KIND_MASK, site, keyobj) < 0) return -1;
     return observes_deaths(holder) ? liveness_read(site) : 0;
@@ -933,9 +1046,13 @@ static int record_attr(PyObject *obj, PyObject *name, int kind, PyObject *site, 
     return 0;
 }
 
+static int read_key(PyObject *k, PyObject *site);
+
 static int record_item(PyObject *obj, PyObject *k, int kind, PyObject *site, path *p) {
     uint64_t key, cid;
     if (key_hash(k, &key) < 0) return -1;
+    /* a key of another type is hashed and compared by its own dunders */
+    if (key == CS_KEY_WHOLE && read_key(k, site) < 0) return -1;
     if (record(obj, key, kind, site, k, &cid) < 0) return -1;
     if (p) *p = (path){cid, key};
     return 0;
@@ -947,6 +1064,351 @@ static PyObject *named(PyObject *value, const path *p) {
     return value;
 }
 
+/* Is `f` a Python function whose code was instrumented?  Such a callee
+ * records its own accesses precisely, so the call site records only the
+ * attribute lookup. */
+static PyObject *instrumented_files; /* set of co_filename; NULL = none */
+
+static int is_instrumented_callable(PyObject *f) {
+    if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
+    if (!PyFunction_Check(f) || !instrumented_files) return 0;
+    PyObject *code = PyFunction_GET_CODE(f);
+    PyObject *fn = cs_compat_code_filename(code);
+    return PySet_Contains(instrumented_files, fn) == 1;
+}
+
+/* ------------------------------------------ what protocols read and write */
+
+/* Values whose state cannot change: no access to record when they are read. */
+static int immutable_value(PyObject *o) {
+    PyTypeObject *t = Py_TYPE(o);
+    return o == Py_None || t == &PyLong_Type || t == &PyBool_Type || t == &PyFloat_Type ||
+           t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyComplex_Type ||
+           t == &PyRange_Type || o == Py_Ellipsis || o == Py_NotImplemented ||
+           PyFunction_Check(o) || PyCoro_CheckExact(o) || PyCode_Check(o) ||
+           (PyType_Check(o) && !(((PyTypeObject *)o)->tp_flags & Py_TPFLAGS_HEAPTYPE));
+}
+
+/* The layout of a dict view (CPython's _PyDictViewObject, public up to 3.12,
+ * internal since 3.13 with the same layout). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *dv_dict;
+} dict_view_layout;
+
+/* A dict view stands for its dict (views of dict subclasses included). */
+static PyObject *view_base(PyObject *o) {
+    PyTypeObject *t = Py_TYPE(o);
+    if (t == &PyDictKeys_Type || t == &PyDictValues_Type || t == &PyDictItems_Type) {
+        PyObject *d = ((dict_view_layout *)o)->dv_dict;
+        if (d) return d;
+    }
+    return o;
+}
+
+static PyTypeObject *deque_type; /* collections.deque, looked up once */
+
+static int is_deque(PyObject *o) {
+    if (!deque_type) {
+        PyObject *mod = PyImport_ImportModule("collections");
+        PyObject *d = mod ? PyObject_GetAttrString(mod, "deque") : NULL;
+        Py_XDECREF(mod);
+        if (!d) {
+            PyErr_Clear();
+            return 0;
+        }
+        deque_type = (PyTypeObject *)d; /* kept for the process */
+    }
+    return PyObject_TypeCheck(o, deque_type);
+}
+
+/* Classification of a heap type, cached per execution (type_kinds):
+ *   TB_OPAQUE_VALUE  a comparison / hash / formatting dunder is defined by
+ *                    code that does not record itself (a dataclass's
+ *                    generated __eq__ / __repr__, an uninstrumented base):
+ *                    it may read every attribute;
+ *   TB_HAS_TRUTH     __bool__ or __len__ is defined (a truth test calls it);
+ *   TB_OPAQUE_TRUTH  ... by code that does not record itself.
+ * A dunder inherited from object or defined by instrumented code is not
+ * opaque: object's read no state (identity, type name), instrumented code
+ * records what it reads. */
+enum { TB_OPAQUE_VALUE = 1, TB_HAS_TRUTH = 2, TB_OPAQUE_TRUTH = 4, TB_KNOWN = 8 };
+
+static const char *value_dunders[] = {"__eq__",  "__ne__",  "__lt__",     "__le__",
+                                      "__gt__",  "__ge__",  "__hash__",   "__repr__",
+                                      "__str__", "__format__", "__iter__", NULL};
+static const char *truth_dunders[] = {"__bool__", "__len__", NULL};
+
+/* 0: absent or harmless, 1: defined and opaque, 2: defined by instrumented code */
+static int dunder_kind(PyTypeObject *t, const char *cname) {
+    PyObject *name = PyUnicode_InternFromString(cname);
+    if (!name) {
+        PyErr_Clear();
+        return 1;
+    }
+    PyObject *v = cs_compat_type_lookup(t, name); /* borrowed */
+    PyObject *base = cs_compat_type_lookup(&PyBaseObject_Type, name);
+    Py_DECREF(name);
+    if (!v || v == Py_None || v == base) return 0;
+    if (PyFunction_Check(v) && is_instrumented_callable(v)) return 2;
+    return 1;
+}
+
+static int type_bits(PyTypeObject *t) {
+    PyObject *cached = type_kinds ? PyDict_GetItemWithError(type_kinds, (PyObject *)t) : NULL;
+    if (cached) return (int)PyLong_AsLong(cached);
+    PyErr_Clear();
+    int bits = TB_KNOWN;
+    for (const char **n = value_dunders; *n; n++)
+        if (dunder_kind(t, *n) == 1) bits |= TB_OPAQUE_VALUE;
+    for (const char **n = truth_dunders; *n; n++) {
+        int k = dunder_kind(t, *n);
+        if (k) bits |= TB_HAS_TRUTH;
+        if (k == 1) bits |= TB_OPAQUE_TRUTH;
+    }
+    if (!type_kinds) type_kinds = PyDict_New();
+    PyObject *v = PyLong_FromLong(bits);
+    if (!type_kinds || !v || PyDict_SetItem(type_kinds, (PyObject *)t, v) < 0) PyErr_Clear();
+    Py_XDECREF(v);
+    return bits;
+}
+
+/* Walks of object graphs (deep reads and writes).  A walk visits each object
+ * once (walk_seen, a table reset by bumping walk_cur) and gives up -- by
+ * recording the global barrier with the walk's kind, which is coarser than
+ * whatever was left -- past WALK_BUDGET objects or WALK_DEPTH levels.  A walk
+ * runs no user code; a nested walk (a __del__ run by a decref inside
+ * record()) records the object whole, which is what a walk starts with. */
+#define WALK_CAP 8192
+#define WALK_BUDGET 3000
+#define WALK_DEPTH 48
+static const void *walk_key[WALK_CAP];
+static uint32_t walk_stamp[WALK_CAP];
+static uint32_t walk_cur;
+static int walking;
+
+static int walk_seen(const void *p) {
+    size_t j = ptr_hash(p) & (WALK_CAP - 1);
+    while (walk_stamp[j] == walk_cur) {
+        if (walk_key[j] == p) return 1;
+        j = (j + 1) & (WALK_CAP - 1);
+    }
+    walk_stamp[j] = walk_cur;
+    walk_key[j] = p;
+    return 0;
+}
+
+/* W_VALUE: what ==, <, hash(), repr()/str()/format(), an operator read: a
+ *   container and everything in it (elements are compared, hashed,
+ *   formatted), an instance whose dunders are opaque and all its attributes.
+ * W_TRUTH: what a truth test reads: a container's length (the container
+ *   whole), an instance's __bool__/__len__ if opaque (its attributes).
+ * W_ARG: what code that does not record itself may do to an argument: the
+ *   object whole with the call's kind; a tuple stands for its items, a bound
+ *   method for its receiver; a container's elements and an opaque instance's
+ *   attributes are walked with the same kind. */
+enum { W_VALUE, W_TRUTH, W_ARG };
+
+typedef struct {
+    int mode, kind;
+    PyObject *site;
+    size_t budget;
+    int gave_up;
+} walk_t;
+
+static int walk_obj(walk_t *w, PyObject *o, int depth);
+
+static int walk_dict_of(walk_t *w, PyObject *o, int depth) {
+    PyTypeObject *t = Py_TYPE(o);
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    int has_dict = t->tp_dictoffset != 0 || (t->tp_flags & Py_TPFLAGS_MANAGED_DICT);
+#else
+    int has_dict = t->tp_dictoffset != 0;
+#endif
+    if (!has_dict) return 0;
+    PyObject *d = PyObject_GenericGetDict(o, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    int rc = 0;
+    while (rc == 0 && PyDict_Next(d, &pos, &k, &v)) {
+        Py_INCREF(v);
+        rc = walk_obj(w, v, depth + 1);
+        Py_DECREF(v);
+    }
+    Py_DECREF(d);
+    return rc;
+}
+
+static int walk_iterable(walk_t *w, PyObject *o, int depth) {
+    /* only for builtin sets and deques: their iteration runs no user code */
+    PyObject *it = PyObject_GetIter(o);
+    if (!it) return -1;
+    PyObject *item;
+    int rc = 0;
+    while (rc == 0 && (item = PyIter_Next(it))) {
+        rc = walk_obj(w, item, depth + 1);
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (rc == 0 && PyErr_Occurred()) {
+        PyErr_Clear(); /* mutated during the walk: nothing was run, the container is recorded */
+    }
+    return rc;
+}
+
+static PyTypeObject IterProxy_Type, AIterProxy_Type, CallProxy_Type;
+
+static int walk_obj(walk_t *w, PyObject *o, int depth) {
+    if (w->gave_up || immutable_value(o)) return 0;
+    /* the hooks' proxies record their own accesses when used */
+    if (Py_IS_TYPE(o, &IterProxy_Type) || Py_IS_TYPE(o, &AIterProxy_Type) ||
+        Py_IS_TYPE(o, &CallProxy_Type))
+        return 0;
+    if (PyMethod_Check(o)) {
+        if (w->mode != W_ARG) return 0; /* compared by identity of receiver and function */
+        return walk_obj(w, PyMethod_GET_SELF(o), depth + 1);
+    }
+    if (PyCFunction_Check(o)) {
+        PyObject *self = PyCFunction_GET_SELF(o);
+        if (w->mode != W_ARG || !self || PyModule_Check(self)) return 0;
+        return walk_obj(w, self, depth + 1);
+    }
+    o = view_base(o);
+    if (PyModule_Check(o)) return record(holder_of(o), CS_KEY_WHOLE, w->kind, w->site, NULL, NULL);
+    if (walking > 1) return record(o, CS_KEY_WHOLE, w->kind, w->site, NULL, NULL);
+    if (walk_seen(o)) return 0;
+    if (w->budget == 0 || depth > WALK_DEPTH) {
+        w->gave_up = 1;
+        return record_barrier(w->kind, w->site);
+    }
+    w->budget--;
+    PyTypeObject *t = Py_TYPE(o);
+    int heap = (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0;
+    int bits = heap ? type_bits(t) : 0;
+    int rc = 0;
+    if (PyTuple_Check(o) || PyList_Check(o) || PyDict_Check(o) || PyAnySet_Check(o) ||
+        PyByteArray_Check(o) || is_deque(o)) {
+        /* an exact tuple or frozenset is an immutable shell: only its items matter */
+        if (t != &PyTuple_Type && t != &PyFrozenSet_Type &&
+            record(o, CS_KEY_WHOLE, w->kind, w->site, NULL, NULL) < 0)
+            return -1;
+        if (w->mode == W_TRUTH) {
+            if (heap && (bits & TB_OPAQUE_TRUTH)) {
+                walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0};
+                rc = walk_dict_of(&v, o, depth);
+                w->budget = v.budget;
+            }
+            return rc;
+        }
+        if (PyTuple_Check(o)) {
+            for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(o); i++)
+                rc = walk_obj(w, PyTuple_GET_ITEM(o, i), depth + 1);
+        } else if (PyList_Check(o)) {
+            for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(o); i++) {
+                PyObject *item = Py_NewRef(PyList_GET_ITEM(o, i));
+                rc = walk_obj(w, item, depth + 1);
+                Py_DECREF(item);
+            }
+        } else if (PyDict_Check(o)) {
+            Py_ssize_t pos = 0;
+            PyObject *k, *v;
+            while (rc == 0 && PyDict_Next(o, &pos, &k, &v)) {
+                Py_INCREF(k);
+                Py_INCREF(v);
+                rc = walk_obj(w, k, depth + 1);
+                if (rc == 0) rc = walk_obj(w, v, depth + 1);
+                Py_DECREF(k);
+                Py_DECREF(v);
+            }
+        } else if (!PyByteArray_Check(o)) {
+            rc = walk_iterable(w, o, depth);
+        }
+        if (rc == 0 && heap && (bits & TB_OPAQUE_VALUE)) rc = walk_dict_of(w, o, depth);
+        return rc;
+    }
+    if (!heap) /* a builtin or extension object: whole */
+        return record(o, CS_KEY_WHOLE, w->kind, w->site, NULL, NULL);
+    if (w->mode == W_TRUTH) {
+        if (!(bits & TB_OPAQUE_TRUTH)) return 0; /* always true, or instrumented */
+        if (record(o, CS_KEY_WHOLE, KIND_READ, w->site, NULL, NULL) < 0) return -1;
+        walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0};
+        rc = walk_dict_of(&v, o, depth);
+        w->budget = v.budget;
+        return rc;
+    }
+    if (w->mode == W_VALUE && !(bits & TB_OPAQUE_VALUE)) return 0;
+    if (record(holder_of(o), CS_KEY_WHOLE, w->kind, w->site, NULL, NULL) < 0) return -1;
+    if (bits & TB_OPAQUE_VALUE) rc = walk_dict_of(w, o, depth);
+    return rc;
+}
+
+/* Runs one walk of o (the entry point of every deep access). */
+static int walk(PyObject *o, int mode, int kind, PyObject *site) {
+    if (!hooks_ex || immutable_value(o)) return 0;
+    walk_t w = {mode, kind, site, WALK_BUDGET, 0};
+    walking++;
+    if (walking == 1 && ++walk_cur == 0) { /* wrapped: clear the stamps */
+        memset(walk_stamp, 0, sizeof walk_stamp);
+        walk_cur = 1;
+    }
+    int rc = walk_obj(&w, o, 0);
+    walking--;
+    return rc;
+}
+
+/* What iterating o once, eagerly, does to it (unpacking, `*x`, len-less
+ * consumers): a read of a builtin container (a dict view: of its dict), a
+ * write of anything else (an iterator or generator is consumed).  Immutable
+ * iterables and exact tuples / frozensets have no state of their own. */
+static int record_iterated(PyObject *o, PyObject *site) {
+    PyTypeObject *t = Py_TYPE(o);
+    if (immutable_value(o) || t == &PyTuple_Type || t == &PyFrozenSet_Type) return 0;
+    o = view_base(o);
+    int kind = (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o) || PyAnySet_Check(o) ||
+                PyUnicode_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || is_deque(o))
+                   ? KIND_READ
+                   : KIND_WRITE;
+    return record(holder_of(o), CS_KEY_WHOLE, kind, site, NULL, NULL);
+}
+
+static int read_key(PyObject *k, PyObject *site) { return walk(k, W_VALUE, KIND_READ, site); }
+
+/* Reads of class-level state through obj.name: when the attribute is found
+ * on the class (a method, a class variable, a property), a write of
+ * Cls.name = ... by another task changes what obj.name gives.  Each heap class
+ * of the MRO up to the one defining `name` is read at `name` (a write to any
+ * of them may shadow it).  For a class itself, its bases from the second MRO
+ * entry on (its own entry is the recorded access). */
+static int record_class_reads(PyObject *obj, PyObject *name, PyObject *site) {
+    if (!PyUnicode_Check(name) || PyModule_Check(obj)) return 0;
+    PyTypeObject *t;
+    Py_ssize_t start;
+    if (PyType_Check(obj)) {
+        t = (PyTypeObject *)obj;
+        start = 1;
+    } else {
+        t = Py_TYPE(obj);
+        start = 0;
+        if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 0;
+    }
+    if (!cs_compat_type_lookup(t, name)) return 0;
+    PyObject *mro = t->tp_mro;
+    if (!mro || !PyTuple_Check(mro)) return 0;
+    for (Py_ssize_t i = start; i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *c = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(c->tp_flags & Py_TPFLAGS_HEAPTYPE)) break; /* static types never change */
+        if (record_attr((PyObject *)c, name, KIND_READ, site, NULL) < 0) return -1;
+        PyObject *d = c->tp_dict;
+        if (d && PyDict_Contains(d, name) == 1) break;
+        PyErr_Clear();
+    }
+    return 0;
+}
+
 #define NARGS(n, fname)                                                                    \
     if (nargs != (n)) {                                                                    \
         PyErr_Format(PyExc_TypeError, fname "() takes %d arguments (%zd given)", (n), nargs); \
@@ -955,13 +1417,28 @@ static PyObject *named(PyObject *value, const path *p) {
 
 /* ---------------------------------------------------- operation hooks */
 
+static int name_is(PyObject *name, const char *s) {
+    return PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, s) == 0;
+}
+
+static int is_dunder_dict(PyObject *name) { return name_is(name, "__dict__"); }
+
+/* Attributes whose store changes every other attribute of the object:
+ * __class__ (every later lookup goes to another class) and __dict__. */
+static int whole_attr(PyObject *name) {
+    return name_is(name, "__class__") || name_is(name, "__dict__");
+}
+
 /* ga(obj, name, site) -> getattr(obj, name) */
 static PyObject *h_ga(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "ga");
     if (!hooks_ex) return PyObject_GetAttr(a[0], a[1]);
     path p;
     if (record_attr(a[0], a[1], KIND_READ, a[2], &p) < 0) return NULL;
-    return named(PyObject_GetAttr(a[0], a[1]), &p);
+    if (record_class_reads(a[0], a[1], a[2]) < 0) return NULL;
+    PyObject *r = named(PyObject_GetAttr(a[0], a[1]), &p);
+    if (r && is_dunder_dict(a[1]) && add_alias(r, a[0]) < 0) Py_CLEAR(r);
+    return r;
 }
 
 /* sa(value, obj, name, site): obj.name = value */
@@ -972,6 +1449,9 @@ static PyObject *h_sa(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
         path p;
         if (record_attr(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
         if (name_value(a[0], p.cid, p.key) < 0) return NULL;
+        if (whole_attr(a[2]) &&
+            record(holder_of(a[1]), CS_KEY_WHOLE, KIND_WRITE, a[3], NULL, NULL) < 0)
+            return NULL;
         if (replaced_attr(a[1], a[2], &old) < 0) return NULL;
     }
     int rc = PyObject_SetAttr(a[1], a[2], a[0]);
@@ -983,9 +1463,11 @@ static PyObject *h_sa(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
 static PyObject *h_da(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "da");
     PyObject *old = NULL;
-    if (hooks_ex && (record_attr(a[0], a[1], KIND_WRITE, a[2], NULL) < 0 ||
-                     replaced_attr(a[0], a[1], &old) < 0))
+    if (hooks_ex && record_attr(a[0], a[1], KIND_WRITE, a[2], NULL) < 0) return NULL;
+    if (hooks_ex && whole_attr(a[1]) &&
+        record(holder_of(a[0]), CS_KEY_WHOLE, KIND_WRITE, a[2], NULL, NULL) < 0)
         return NULL;
+    if (hooks_ex && replaced_attr(a[0], a[1], &old) < 0) return NULL;
     int rc = PyObject_DelAttr(a[0], a[1]);
     if (release_replaced(old) < 0 || rc < 0) return NULL;
     Py_RETURN_NONE;
@@ -1029,19 +1511,6 @@ static PyObject *h_di(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
-/* Is `f` a Python function whose code was instrumented?  Such a callee
- * records its own accesses precisely, so the call site records only the
- * attribute lookup. */
-static PyObject *instrumented_files; /* set of co_filename; NULL = none */
-
-static int is_instrumented_callable(PyObject *f) {
-    if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
-    if (!PyFunction_Check(f) || !instrumented_files) return 0;
-    PyObject *code = PyFunction_GET_CODE(f);
-    PyObject *fn = ((PyCodeObject *)code)->co_filename;
-    return PySet_Contains(instrumented_files, fn) == 1;
-}
-
 /* The object a method call acts on: for `super().m()` the instance behind the
  * super object, else obj itself.  New reference. */
 static PyObject *receiver_of(PyObject *obj) {
@@ -1052,6 +1521,15 @@ static PyObject *receiver_of(PyObject *obj) {
         PyErr_Clear();
     }
     return Py_NewRef(obj);
+}
+
+static int record_callee(PyObject *f, PyObject *site, int depth);
+
+/* Is the callable f a method bound to recv (a builtin one, or a Python one)? */
+static int bound_to(PyObject *f, PyObject *recv) {
+    if (PyMethod_Check(f)) return PyMethod_GET_SELF(f) == recv;
+    if (PyCFunction_Check(f)) return PyCFunction_GET_SELF(f) == recv;
+    return 0;
 }
 
 /* cm(obj, name, kind, site, attr_site) -> getattr(obj, name), about to be
@@ -1075,10 +1553,19 @@ static PyObject *h_cm(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
         rc = record_attr(recv, name, KIND_READ, a[4], NULL);
     } else if (PyModule_Check(recv) || is_instrumented_callable(f)) {
         rc = record_attr(recv, name, KIND_READ, a[4], NULL);
+        /* a module's function may be a bound method or a partial of something else */
+        if (rc == 0 && PyModule_Check(recv)) rc = record_callee(f, a[3], 0);
+    } else if (!bound_to(f, recv)) {
+        /* an attribute holding a callable of something else (a callback
+         * `self.on_job` = jobs.append, a partial, a plain function): the
+         * attribute is read, and the call acts as its callee does */
+        rc = record_attr(recv, name, KIND_READ, a[4], NULL);
+        if (rc == 0) rc = record_callee(f, a[3], 0);
     } else {
         rc = record(recv, CS_KEY_WHOLE, kind == KIND_READ ? KIND_READ : KIND_WRITE, a[3], NULL,
                     NULL);
     }
+    if (rc == 0 && f) rc = record_class_reads(recv, name, a[4]);
     Py_DECREF(recv);
     if (rc < 0) {
         Py_XDECREF(f);
@@ -1126,10 +1613,15 @@ static PyObject *h_contains(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize
     PyObject *k = a[0], *obj = a[1];
     if (hooks_ex) {
         int rc;
-        if (PyDict_CheckExact(obj) || PyAnySet_CheckExact(obj))
+        if (PyDict_CheckExact(obj) || PyAnySet_CheckExact(obj)) {
             rc = record_item(obj, k, KIND_READ, a[2], NULL);
-        else
-            rc = record(obj, CS_KEY_WHOLE, KIND_READ, a[2], NULL, NULL);
+        } else {
+            rc = record(holder_of(view_base(obj)), CS_KEY_WHOLE, KIND_READ, a[2], NULL, NULL);
+            /* a sequence compares k with each element: both are read as values */
+            if (rc == 0 && (PyList_Check(obj) || PyTuple_Check(obj) || is_deque(obj)))
+                rc = walk(obj, W_VALUE, KIND_READ, a[2]);
+            if (rc == 0) rc = walk(k, W_VALUE, KIND_READ, a[2]);
+        }
         if (rc < 0) return NULL;
     }
     int r = PySequence_Contains(obj, k);
@@ -1179,7 +1671,8 @@ static PyObject *h_cw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
 /* rd(obj, site) -> obj: a read of the whole object (len(obj), ...). */
 static PyObject *h_rd(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "rd");
-    if (hooks_ex && record(holder_of(a[0]), CS_KEY_WHOLE, KIND_READ, a[1], NULL, NULL) < 0)
+    if (hooks_ex && !immutable_value(a[0]) &&
+        record(holder_of(view_base(a[0])), CS_KEY_WHOLE, KIND_READ, a[1], NULL, NULL) < 0)
         return NULL;
     return Py_NewRef(a[0]);
 }
@@ -1189,16 +1682,7 @@ static PyObject *h_rd(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
  * generators are consumed by iteration). */
 static PyObject *h_it(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(2, "it");
-    if (hooks_ex) {
-        PyObject *o = a[0];
-        PyTypeObject *t = Py_TYPE(o);
-        int kind = (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o) || PyAnySet_Check(o) ||
-                    PyUnicode_Check(o) || PyBytes_Check(o) || t == &PyRange_Type ||
-                    t == &PyDictKeys_Type || t == &PyDictValues_Type || t == &PyDictItems_Type)
-                       ? KIND_READ
-                       : KIND_WRITE;
-        if (record(o, CS_KEY_WHOLE, kind, a[1], NULL, NULL) < 0) return NULL;
-    }
+    if (hooks_ex && record_iterated(a[0], a[1]) < 0) return NULL;
     return Py_NewRef(a[0]);
 }
 
@@ -1336,7 +1820,7 @@ static int pure_builtin(PyObject *f) {
         if (!mod) return -1;
         return strcmp(mod, "math") == 0;
     }
-    const char *name = ((PyCFunctionObject *)f)->m_ml->ml_name;
+    const char *name = cs_compat_cfunction_name(f);
     PyObject *s = PyUnicode_FromString(name);
     if (!s) return -1;
     int r = PySet_Contains(pure_builtin_names, s);
@@ -1384,30 +1868,11 @@ static int arg_effect(PyObject *f) {
     return ARG_WRITE;
 }
 
-/* An argument worth recording: not an immutable scalar, a static type, a
- * function or a coroutine (a coroutine handed on records its accesses as it
- * runs).  A bound method stands for its receiver; a tuple for its items. */
-static int record_arg(PyObject *o, int kind, PyObject *site, int depth) {
-    PyTypeObject *t = Py_TYPE(o);
-    if (o == Py_None || t == &PyLong_Type || t == &PyBool_Type || t == &PyFloat_Type ||
-        t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyComplex_Type ||
-        t == &PyRange_Type || o == Py_Ellipsis || o == Py_NotImplemented ||
-        PyFunction_Check(o) || PyCoro_CheckExact(o) ||
-        (PyType_Check(o) && !(((PyTypeObject *)o)->tp_flags & Py_TPFLAGS_HEAPTYPE)))
-        return 0;
-    if (t == &PyTuple_Type) {
-        if (depth >= 3) return record(o, CS_KEY_WHOLE, kind, site, NULL, NULL);
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
-            if (record_arg(PyTuple_GET_ITEM(o, i), kind, site, depth + 1) < 0) return -1;
-        return 0;
-    }
-    if (PyMethod_Check(o)) return record_arg(PyMethod_GET_SELF(o), kind, site, depth + 1);
-    if (PyCFunction_Check(o)) {
-        PyObject *self = PyCFunction_GET_SELF(o);
-        if (!self || PyModule_Check(self)) return 0;
-        return record_arg(self, kind, site, depth + 1);
-    }
-    return record(holder_of(o), CS_KEY_WHOLE, kind, site, NULL, NULL);
+/* What calling f does to an argument: see W_ARG (a function or a coroutine
+ * handed on records its own accesses; a tuple stands for its items, a bound
+ * method for its receiver; containers and opaque instances are walked). */
+static int record_arg(PyObject *o, int kind, PyObject *site) {
+    return walk(o, W_ARG, kind, site);
 }
 
 /* Records what calling f does to its arguments a[0..n) (positional and
@@ -1418,27 +1883,662 @@ static int record_args(PyObject *f, PyObject *const *args, Py_ssize_t n, PyObjec
     if (kind < 0) return -1;
     if (kind == ARG_NONE) return 0;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (record_arg(args[i], kind, site, 0) < 0) return -1;
+        if (record_arg(args[i], kind, site) < 0) return -1;
     return 0;
 }
 
-/* call(f, site, *args, **kw) -> f(*args, **kw), for a call of code that may
- * not be instrumented: the mutable arguments are recorded as read or written
- * according to arg_effect(f).  No Python frame is added, so frame-dependent
- * callees, tracebacks and error messages are unchanged. */
-static PyObject *h_call(PyObject *Py_UNUSED(m), PyObject *const *a, size_t nargsf,
-                        PyObject *kwnames) {
+/* Methods of the builtin containers and immutables that only read their
+ * receiver (the C twin of instrument.PURE, restricted to builtin types). */
+static PyObject *pure_method_names;
+
+static int pure_method(PyObject *f) {
+    if (!pure_method_names) {
+        static const char *names[] = {
+            "keys", "values", "items", "copy", "count", "index", "__contains__", "__len__",
+            "__getitem__", "__iter__", "issubset", "issuperset", "isdisjoint", "union",
+            "intersection", "difference", "symmetric_difference", "startswith", "endswith",
+            "find", "rfind", "join", "split", "rsplit", "strip", "lstrip", "rstrip", "lower",
+            "upper", "format", "replace", "encode", "decode", "splitlines", "partition",
+            "rpartition", "isdigit", "isalpha", "isspace", "get", "__eq__", "__ne__",
+            "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__repr__", "__str__",
+            "__format__", "__reversed__", "__sizeof__", NULL};
+        PyObject *lst = PyList_New(0);
+        if (!lst) return -1;
+        for (const char **n = names; *n; n++) {
+            PyObject *s = PyUnicode_InternFromString(*n);
+            if (!s || PyList_Append(lst, s) < 0) {
+                Py_XDECREF(s);
+                Py_DECREF(lst);
+                return -1;
+            }
+            Py_DECREF(s);
+        }
+        pure_method_names = PyFrozenSet_New(lst);
+        Py_DECREF(lst);
+        if (!pure_method_names) return -1;
+    }
+    PyObject *s = PyUnicode_FromString(cs_compat_cfunction_name(f));
+    if (!s) return -1;
+    int r = PySet_Contains(pure_method_names, s);
+    Py_DECREF(s);
+    return r;
+}
+
+/* Builtins that run or expose arbitrary code and namespaces: exec, eval,
+ * compile (its code object is run later), globals(), locals(), __import__,
+ * breakpoint.  Calling one is a global write (the barrier). */
+static int barrier_builtin(PyObject *f) {
+    if (!PyCFunction_Check(f)) return 0;
+    PyObject *self = PyCFunction_GET_SELF(f);
+    if (!self || !PyModule_Check(self)) return 0;
+    const char *mod = PyModule_GetName(self);
+    if (!mod) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (strcmp(mod, "builtins") != 0) return 0;
+    const char *n = cs_compat_cfunction_name(f);
+    static const char *names[] = {"exec", "eval", "compile", "globals", "locals",
+                                  "__import__", "breakpoint", NULL};
+    for (const char **p = names; *p; p++)
+        if (strcmp(n, *p) == 0) return 1;
+    return 0;
+}
+
+static int is_builtin_named(PyObject *f, const char *name) {
+    if (!PyCFunction_Check(f)) return 0;
+    PyObject *self = PyCFunction_GET_SELF(f);
+    if (!self || !PyModule_Check(self)) return 0;
+    const char *mod = PyModule_GetName(self);
+    if (!mod) {
+        PyErr_Clear();
+        return 0;
+    }
+    return strcmp(mod, "builtins") == 0 &&
+           strcmp(cs_compat_cfunction_name(f), name) == 0;
+}
+
+static PyObject *partial_type; /* functools.partial */
+
+static int is_partial(PyObject *f) {
+    if (!partial_type) {
+        PyObject *mod = PyImport_ImportModule("functools");
+        partial_type = mod ? PyObject_GetAttrString(mod, "partial") : NULL;
+        Py_XDECREF(mod);
+        if (!partial_type) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return PyObject_TypeCheck(f, (PyTypeObject *)partial_type);
+}
+
+/* What calling f does to the objects f itself carries, apart from the
+ * arguments of the call (record_args):
+ *   - a bound method of an object (builtin or Python, kept in a variable,
+ *     stored as a callback, returned by getattr): a write of its receiver,
+ *     unless the method is instrumented (it records for itself) or a known
+ *     pure method of a builtin container (a read);
+ *   - a functools.partial: what its function does, to its receiver and to
+ *     the bound arguments;
+ *   - exec / eval / compile / globals / locals / __import__ / breakpoint:
+ *     the global barrier;
+ *   - another callable object whose __call__ is not instrumented: a write of
+ *     the object.
+ * Functions, classes and static callables (itemgetter, methodcaller...) carry
+ * no state of their own. */
+static int record_callee(PyObject *f, PyObject *site, int depth) {
+    if (!hooks_ex) return 0;
+    if (depth > 8) return record_barrier(KIND_WRITE, site);
+    if (PyMethod_Check(f)) {
+        if (is_instrumented_callable(f)) return 0;
+        PyObject *self = PyMethod_GET_SELF(f);
+        if (immutable_value(self)) return 0;
+        return record(holder_of(self), CS_KEY_WHOLE, KIND_WRITE, site, NULL, NULL);
+    }
+    if (PyCFunction_Check(f)) {
+        PyObject *self = PyCFunction_GET_SELF(f);
+        if (!self) return 0;
+        if (PyModule_Check(self)) return barrier_builtin(f) ? record_barrier(KIND_WRITE, site) : 0;
+        if (immutable_value(self) || Py_TYPE(self) == &PyTuple_Type) return 0;
+        int pure = 0;
+        if (plain_builtin_receiver(self)) {
+            pure = pure_method(f);
+            if (pure < 0) return -1;
+        }
+        return record(holder_of(view_base(self)), CS_KEY_WHOLE, pure ? KIND_READ : KIND_WRITE,
+                      site, NULL, NULL);
+    }
+    if (PyFunction_Check(f) || PyType_Check(f)) return 0;
+    if (is_partial(f)) {
+        PyObject *func = PyObject_GetAttrString(f, "func");
+        PyObject *args = func ? PyObject_GetAttrString(f, "args") : NULL;
+        PyObject *kw = args ? PyObject_GetAttrString(f, "keywords") : NULL;
+        int rc = kw ? 0 : -1;
+        if (rc == 0) rc = record_callee(func, site, depth + 1);
+        if (rc == 0 && PyTuple_Check(args))
+            rc = record_args(func, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), site);
+        if (rc == 0 && PyDict_Check(kw)) {
+            Py_ssize_t pos = 0;
+            PyObject *k, *v;
+            int eff = arg_effect(func);
+            if (eff < 0) rc = -1;
+            while (rc == 0 && eff != ARG_NONE && PyDict_Next(kw, &pos, &k, &v))
+                rc = record_arg(v, eff, site);
+        }
+        Py_XDECREF(func);
+        Py_XDECREF(args);
+        Py_XDECREF(kw);
+        return rc;
+    }
+    PyTypeObject *t = Py_TYPE(f);
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 0;
+    static PyObject *call_name;
+    if (!call_name && !(call_name = PyUnicode_InternFromString("__call__"))) return -1;
+    PyObject *call = cs_compat_type_lookup(t, call_name); /* borrowed */
+    if (call && PyFunction_Check(call) && is_instrumented_callable(call)) return 0;
+    return record(f, CS_KEY_WHOLE, KIND_WRITE, site, NULL, NULL);
+}
+
+/* The shared body of call / callm: records the callee (unless recv_done:
+ * the receiver of a method call was recorded by cm) and the arguments, calls,
+ * and registers vars(obj)'s result as an alias of obj. */
+static PyObject *call_common(PyObject *const *a, size_t nargsf, PyObject *kwnames,
+                             int recv_done) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs < 2) {
         PyErr_SetString(PyExc_TypeError, "call(f, site, *args, **kw)");
         return NULL;
     }
     PyObject *f = a[0];
+    int vars_of = 0;
     if (hooks_ex) {
         Py_ssize_t n = nargs - 2 + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+        if (!recv_done && record_callee(f, a[1], 0) < 0) return NULL;
+        if (is_builtin_named(f, "vars")) {
+            if (n == 0) { /* the caller's locals */
+                if (record_barrier(KIND_WRITE, a[1]) < 0) return NULL;
+            } else {
+                vars_of = nargs == 3;
+            }
+        }
         if (record_args(f, a + 2, n, a[1]) < 0) return NULL;
+        /* getattr(obj, name[, default]) / hasattr(obj, name): the attribute, on the
+         * instance (read whole by record_args) and on its classes */
+        if (nargs >= 4 && !kwnames && PyUnicode_Check(a[3]) &&
+            (is_builtin_named(f, "getattr") || is_builtin_named(f, "hasattr")) &&
+            record_class_reads(a[2], a[3], a[1]) < 0)
+            return NULL;
+        if (vars_of && !immutable_value(a[2]) &&
+            record(holder_of(a[2]), CS_KEY_WHOLE, KIND_WRITE, a[1], NULL, NULL) < 0)
+            return NULL;
     }
-    return PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
+    PyObject *r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
+    if (r && vars_of && hooks_ex && add_alias(r, a[2]) < 0) Py_CLEAR(r);
+    return r;
+}
+
+/* call(f, site, *args, **kw) -> f(*args, **kw), for a call of code that may
+ * not be instrumented: the callee's own state (record_callee) and the mutable
+ * arguments (read or written according to arg_effect(f)) are recorded.  No
+ * Python frame is added, so frame-dependent callees, tracebacks and error
+ * messages are unchanged. */
+static PyObject *h_call(PyObject *Py_UNUSED(m), PyObject *const *a, size_t nargsf, PyObject *kwnames) {
+    return call_common(a, nargsf, kwnames, 0);
+}
+
+/* callm(f, site, *args, **kw): as call, for f returned by cm (which recorded
+ * the receiver and the callee already). */
+static PyObject *h_callm(PyObject *Py_UNUSED(m), PyObject *const *a, size_t nargsf, PyObject *kwnames) {
+    return call_common(a, nargsf, kwnames, 1);
+}
+
+/* bar(f, site) -> f: f is about to run arbitrary code or expose a namespace
+ * (exec, eval, compile, globals, locals, __import__, breakpoint called by
+ * name): the global barrier, a write of everything. */
+static PyObject *h_bar(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "bar");
+    if (hooks_ex && record_barrier(KIND_WRITE, a[1]) < 0) return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* ---- calls with `*args` / `**kw`.  They stay the interpreter's own calls
+ * (so that a malformed `*` / `**` argument raises the very message naming
+ * the callee); the callee is recorded by fx, and every argument is handed to
+ * a callee whose effect is not known where the argument is evaluated: each is
+ * recorded as written (W_ARG, write), an over-approximation when the callee
+ * turns out to record for itself. */
+
+/* fx(f, site) -> f: what calling f does to its own state (record_callee). */
+static PyObject *h_fx(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "fx");
+    if (hooks_ex && record_callee(a[0], a[1], 0) < 0) return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* aw(x, site) -> x: a plain argument of a starred call, written. */
+static PyObject *h_aw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "aw");
+    if (hooks_ex && walk(a[0], W_ARG, KIND_WRITE, a[1]) < 0) return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* sw(x, site) -> the items of x as a tuple, for `f(*x)`: x is iterated here,
+ * where the interpreter would iterate it (so a generator runs at the same
+ * point), and each item is written.  A non-iterable x is returned as is: the
+ * interpreter raises its own error. */
+static PyObject *h_sw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "sw");
+    PyObject *x = a[0];
+    PyTypeObject *t = Py_TYPE(x);
+    if (!hooks_ex || (!t->tp_iter && !PySequence_Check(x))) return Py_NewRef(x);
+    if (record_iterated(x, a[1]) < 0) return NULL;
+    PyObject *items = PySequence_Tuple(x);
+    if (items && walk(items, W_ARG, KIND_WRITE, a[1]) < 0) Py_CLEAR(items);
+    return items;
+}
+
+/* kw(m, site) -> m, for `f(**m)`: the mapping read, its values written. */
+static PyObject *h_kw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "kw");
+    PyObject *x = a[0];
+    if (hooks_ex && !immutable_value(x)) {
+        if (record(holder_of(x), CS_KEY_WHOLE, KIND_READ, a[1], NULL, NULL) < 0) return NULL;
+        if (PyDict_Check(x)) {
+            Py_ssize_t pos = 0;
+            PyObject *k, *v;
+            while (PyDict_Next(x, &pos, &k, &v))
+                if (walk(v, W_ARG, KIND_WRITE, a[1]) < 0) return NULL;
+        }
+    }
+    return Py_NewRef(x);
+}
+
+/* cx(x, site) -> x: x is entered by `with` / `async with`.  Its __enter__ /
+ * __exit__ (or async twins) act on it: when they are not instrumented, a
+ * write of x whole.  asyncio's own primitives (classes of asyncio modules)
+ * are recorded by capture/sync.py as lock operations and skipped here. */
+static PyObject *h_cx(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "cx");
+    PyObject *x = a[0];
+    if (!hooks_ex || immutable_value(x)) return Py_NewRef(x);
+    PyTypeObject *t = Py_TYPE(x);
+    int opaque = 1;
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        PyObject *mod = t->tp_dict ? PyDict_GetItemString(t->tp_dict, "__module__") : NULL;
+        const char *ms = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        if (ms && strncmp(ms, "asyncio.", 8) == 0) return Py_NewRef(x);
+        PyErr_Clear();
+        static const char *names[] = {"__enter__", "__exit__", "__aenter__", "__aexit__", NULL};
+        opaque = 0;
+        for (const char **n = names; *n; n++)
+            if (dunder_kind(t, *n) == 1) opaque = 1;
+    }
+    if (opaque && record(holder_of(x), CS_KEY_WHOLE, KIND_WRITE, a[1], NULL, NULL) < 0)
+        return NULL;
+    return Py_NewRef(x);
+}
+
+/* ------------------------------------------------ protocol reads */
+
+/* tt(x, site) -> x: x is tested for truth (if, while, not, and, or, assert,
+ * a conditional expression, bool(), len()): a read of what __bool__ /
+ * __len__ read (W_TRUTH). */
+static PyObject *h_tt(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "tt");
+    if (hooks_ex && walk(a[0], W_TRUTH, KIND_READ, a[1]) < 0) return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* rv(x, site) -> x: x is read as a value (compared in a chain, formatted by
+ * an f-string, str(), repr(), format(), hash()): W_VALUE. */
+static PyObject *h_rv(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "rv");
+    if (hooks_ex && walk(a[0], W_VALUE, KIND_READ, a[1]) < 0) return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* ra(x, site) -> x: x read as by code that does not record itself (a match
+ * subject, whose patterns read its attributes and items): W_ARG, read. */
+static PyObject *h_ra(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "ra");
+    if (hooks_ex && walk(a[0], W_ARG, KIND_READ, a[1]) < 0) return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* itv(x, site) -> x: x is iterated at once by a builtin that also compares
+ * or hashes its elements (sorted, min, max, sum, set, frozenset, dict):
+ * iterated (record_iterated) and read as a value. */
+static PyObject *h_itv(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "itv");
+    if (hooks_ex && (record_iterated(a[0], a[1]) < 0 || walk(a[0], W_VALUE, KIND_READ, a[1]) < 0))
+        return NULL;
+    return Py_NewRef(a[0]);
+}
+
+/* Operator codes shared with instrument.py (_BINOPS / _CMPOPS). */
+static PyObject *binary_op(int op, PyObject *x, PyObject *y, int inplace) {
+    switch (op) {
+    case 0: return inplace ? PyNumber_InPlaceAdd(x, y) : PyNumber_Add(x, y);
+    case 1: return inplace ? PyNumber_InPlaceSubtract(x, y) : PyNumber_Subtract(x, y);
+    case 2: return inplace ? PyNumber_InPlaceMultiply(x, y) : PyNumber_Multiply(x, y);
+    case 3: return inplace ? PyNumber_InPlaceMatrixMultiply(x, y) : PyNumber_MatrixMultiply(x, y);
+    case 4: return inplace ? PyNumber_InPlaceTrueDivide(x, y) : PyNumber_TrueDivide(x, y);
+    case 5: return inplace ? PyNumber_InPlaceFloorDivide(x, y) : PyNumber_FloorDivide(x, y);
+    case 6: return inplace ? PyNumber_InPlaceRemainder(x, y) : PyNumber_Remainder(x, y);
+    case 7: return inplace ? PyNumber_InPlacePower(x, y, Py_None) : PyNumber_Power(x, y, Py_None);
+    case 8: return inplace ? PyNumber_InPlaceLshift(x, y) : PyNumber_Lshift(x, y);
+    case 9: return inplace ? PyNumber_InPlaceRshift(x, y) : PyNumber_Rshift(x, y);
+    case 10: return inplace ? PyNumber_InPlaceOr(x, y) : PyNumber_Or(x, y);
+    case 11: return inplace ? PyNumber_InPlaceXor(x, y) : PyNumber_Xor(x, y);
+    case 12: return inplace ? PyNumber_InPlaceAnd(x, y) : PyNumber_And(x, y);
+    default:
+        if (!inplace && op >= 20 && op <= 25) return PyObject_RichCompare(x, y, op - 20);
+        PyErr_Format(PyExc_SystemError, "bad operator code %d", op);
+        return NULL;
+    }
+}
+
+static int op_code(PyObject *o, int *op) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *op = (int)v;
+    return 0;
+}
+
+/* bop(x, y, op, site) -> x <op> y, for a binary operator (0-12) or a single
+ * comparison (20 + Py_LT...Py_GE): both operands are read as values
+ * (elements compared, dataclass fields read by a generated __eq__...). */
+static PyObject *h_bop(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(4, "bop");
+    int op;
+    if (op_code(a[2], &op) < 0) return NULL;
+    if (hooks_ex && (walk(a[0], W_VALUE, KIND_READ, a[3]) < 0 ||
+                     walk(a[1], W_VALUE, KIND_READ, a[3]) < 0))
+        return NULL;
+    return binary_op(op, a[0], a[1], 0);
+}
+
+/* aug(x, y, op, site) -> x <op>= y (the in-place operator; the caller stores
+ * the result): x is mutated in place when its type supports it, so a mutable
+ * x is written whole; y is read as a value. */
+static PyObject *h_aug(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(4, "aug");
+    int op;
+    if (op_code(a[2], &op) < 0) return NULL;
+    if (hooks_ex) {
+        PyObject *x = a[0];
+        PyTypeObject *t = Py_TYPE(x);
+        if (!immutable_value(x) && t != &PyTuple_Type && t != &PyFrozenSet_Type &&
+            record(holder_of(x), CS_KEY_WHOLE, KIND_WRITE, a[3], NULL, NULL) < 0)
+            return NULL;
+        if (walk(a[1], W_VALUE, KIND_READ, a[3]) < 0) return NULL;
+    }
+    return binary_op(op, a[0], a[1], 1);
+}
+
+/* ------------------------------------------------ lazy iteration */
+
+/* An iterator proxy: the iterator of a for loop, a comprehension or a lazy
+ * builtin (enumerate, zip, map, filter, iter) over `src`.  Every next()
+ * first records the access of src -- a read of a container (a dict view: its
+ * dict), a write of an iterator or generator (consumed) -- in whichever step
+ * it happens, once per step (last_ev), then advances.  With `unpack`, each
+ * item that is not an exact tuple is recorded as iterated (the loop target
+ * unpacks it). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *it;
+    PyObject *src;
+    PyObject *site;
+    int kind;
+    int unpack;
+    size_t last_ev;
+    uint64_t gen;
+} iterproxy;
+
+static int proxy_touch(PyObject *src, int kind, PyObject *site, size_t *last_ev,
+                       uint64_t *gen) {
+    if (!hooks_ex || !src) return 0;
+    size_t ev = cs_trace_length(hooks_ex);
+    if (ev == *last_ev && *gen == hooks_gen) return 0;
+    if (record(holder_of(src), CS_KEY_WHOLE, kind, site, NULL, NULL) < 0) return -1;
+    *last_ev = ev;
+    *gen = hooks_gen;
+    return 0;
+}
+
+static void ip_dealloc(iterproxy *p) {
+    Py_XDECREF(p->it);
+    Py_XDECREF(p->src);
+    Py_XDECREF(p->site);
+    PyObject_Free(p);
+}
+
+static PyObject *ip_next(iterproxy *p) {
+    if (proxy_touch(p->src, p->kind, p->site, &p->last_ev, &p->gen) < 0) return NULL;
+    PyObject *item = Py_TYPE(p->it)->tp_iternext(p->it);
+    if (item && p->unpack && hooks_ex && record_iterated(item, p->site) < 0) Py_CLEAR(item);
+    return item;
+}
+
+static PyObject *ip_length_hint(iterproxy *p, PyObject *Py_UNUSED(unused)) {
+    Py_ssize_t n = PyObject_LengthHint(p->it, 0);
+    if (n < 0) return NULL;
+    return PyLong_FromSsize_t(n);
+}
+
+static PyMethodDef ip_methods[] = {
+    {"__length_hint__", (PyCFunction)ip_length_hint, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject IterProxy_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.iterproxy",
+    .tp_basicsize = sizeof(iterproxy),
+    .tp_dealloc = (destructor)ip_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)ip_next,
+    .tp_methods = ip_methods,
+};
+
+/* fi(x, site, mode) -> an iterator of x: see iterproxy (mode 1: unpack the
+ * items; mode 2: x is the argument of iter()).  x is returned
+ * as is when nothing is to be recorded (no explorer, an immutable iterable
+ * whose items are recorded where they are used, an object that is not
+ * iterable: the interpreter raises its own error). */
+static PyObject *h_fi(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(3, "fi");
+    PyObject *x = a[0];
+    PyTypeObject *t = Py_TYPE(x);
+    long mode = PyLong_AsLong(a[2]); /* 0, 1: unpack items, 2: the argument of iter() */
+    if (mode == -1 && PyErr_Occurred()) return NULL;
+    int unpack = mode == 1;
+    if (!hooks_ex || Py_IS_TYPE(x, &IterProxy_Type) ||
+        ((immutable_value(x) || t == &PyTuple_Type || t == &PyFrozenSet_Type) && !unpack) ||
+        (!t->tp_iter && !PySequence_Check(x)))
+        return Py_NewRef(x);
+    PyObject *it = PyObject_GetIter(x);
+    if (!it) return NULL;
+    /* iter(an iterator) is that iterator (a generator keeps send()): its
+     * consumption is recorded where it is consumed */
+    if (Py_IS_TYPE(it, &IterProxy_Type) || (mode == 2 && it == x)) return it;
+    iterproxy *p = PyObject_New(iterproxy, &IterProxy_Type);
+    if (!p) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    PyObject *src = view_base(x);
+    int kind;
+    if (immutable_value(x) || t == &PyTuple_Type || t == &PyFrozenSet_Type) {
+        src = NULL;
+        kind = KIND_READ;
+    } else if (it == x) {
+        kind = KIND_WRITE; /* an iterator or generator: consumed */
+    } else {
+        kind = KIND_READ;
+    }
+    p->it = it;
+    p->src = Py_XNewRef(src);
+    p->site = Py_NewRef(a[1]);
+    p->kind = kind;
+    p->unpack = unpack;
+    p->last_ev = (size_t)-1;
+    p->gen = hooks_gen;
+    return (PyObject *)p;
+}
+
+/* rev(x, site) -> reversed(x) as an iterproxy reading x at every next():
+ * reversed() needs the sequence itself, so the proxy goes around its
+ * result. */
+static PyObject *h_rev(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "rev");
+    PyObject *x = a[0];
+    PyObject *r = PyObject_CallOneArg((PyObject *)&PyReversed_Type, x);
+    if (!r || !hooks_ex || !Py_TYPE(r)->tp_iternext) return r;
+    iterproxy *p = PyObject_New(iterproxy, &IterProxy_Type);
+    if (!p) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    PyTypeObject *t = Py_TYPE(x);
+    int immutable = immutable_value(x) || t == &PyTuple_Type;
+    p->it = r;
+    p->src = immutable ? NULL : Py_NewRef(view_base(x));
+    p->site = Py_NewRef(a[1]);
+    p->kind = KIND_READ;
+    p->unpack = 0;
+    p->last_ev = (size_t)-1;
+    p->gen = hooks_gen;
+    return (PyObject *)p;
+}
+
+/* The async twin: `async for` / async comprehensions.  Every __anext__ is a
+ * write of the async iterator (two consumers of one async generator race on
+ * it) and, when the iterable is another object, a read of it. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *it;
+    PyObject *src; /* NULL: src is it */
+    PyObject *site;
+    size_t last_ev, last_ev_src;
+    uint64_t gen, gen_src;
+} aiterproxy;
+
+static void aip_dealloc(aiterproxy *p) {
+    Py_XDECREF(p->it);
+    Py_XDECREF(p->src);
+    Py_XDECREF(p->site);
+    PyObject_Free(p);
+}
+
+static PyObject *aip_aiter(PyObject *p) { return Py_NewRef(p); }
+
+static PyObject *aip_anext(aiterproxy *p) {
+    if (proxy_touch(p->it, KIND_WRITE, p->site, &p->last_ev, &p->gen) < 0) return NULL;
+    if (proxy_touch(p->src, KIND_READ, p->site, &p->last_ev_src, &p->gen_src) < 0) return NULL;
+    PyTypeObject *t = Py_TYPE(p->it);
+    if (t->tp_as_async && t->tp_as_async->am_anext) return t->tp_as_async->am_anext(p->it);
+    return PyObject_CallMethod(p->it, "__anext__", NULL);
+}
+
+static PyAsyncMethods aip_async = {
+    .am_aiter = aip_aiter,
+    .am_anext = (unaryfunc)aip_anext,
+};
+
+static PyTypeObject AIterProxy_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.aiterproxy",
+    .tp_basicsize = sizeof(aiterproxy),
+    .tp_dealloc = (destructor)aip_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_as_async = &aip_async,
+};
+
+/* afi(x, site) -> an async iterator of x (see aiterproxy), or x as is when
+ * there is nothing to record or x has no __aiter__ (the interpreter raises). */
+static PyObject *h_afi(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "afi");
+    PyObject *x = a[0];
+    PyTypeObject *t = Py_TYPE(x);
+    if (!hooks_ex || Py_IS_TYPE(x, &AIterProxy_Type) || !t->tp_as_async ||
+        !t->tp_as_async->am_aiter)
+        return Py_NewRef(x);
+    PyObject *it = t->tp_as_async->am_aiter(x);
+    if (!it) return NULL;
+    PyTypeObject *it_t = Py_TYPE(it);
+    if (!it_t->tp_as_async || !it_t->tp_as_async->am_anext) {
+        PyErr_Format(PyExc_TypeError,
+                     "'async for' received an object from __aiter__ that does not implement "
+                     "__anext__: %.100s",
+                     it_t->tp_name);
+        Py_DECREF(it);
+        return NULL;
+    }
+    aiterproxy *p = PyObject_New(aiterproxy, &AIterProxy_Type);
+    if (!p) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    p->it = it;
+    p->src = it == x ? NULL : Py_NewRef(x);
+    p->site = Py_NewRef(a[1]);
+    p->last_ev = p->last_ev_src = (size_t)-1;
+    p->gen = p->gen_src = hooks_gen;
+    return (PyObject *)p;
+}
+
+/* A callable proxy: the function given to map() / filter(), called lazily
+ * at each next(): every call records what calling the function does
+ * (record_callee, record_args) in the step that calls it. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *func;
+    PyObject *site;
+    vectorcallfunc vectorcall;
+} callproxy;
+
+static void cp_dealloc(callproxy *p) {
+    Py_XDECREF(p->func);
+    Py_XDECREF(p->site);
+    PyObject_Free(p);
+}
+
+static PyObject *cp_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+    callproxy *p = (callproxy *)self;
+    if (hooks_ex) {
+        Py_ssize_t n = PyVectorcall_NARGS(nargsf) + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+        if (record_callee(p->func, p->site, 0) < 0) return NULL;
+        if (record_args(p->func, args, n, p->site) < 0) return NULL;
+    }
+    return PyObject_Vectorcall(p->func, args, nargsf, kwnames);
+}
+
+static PyTypeObject CallProxy_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.callproxy",
+    .tp_basicsize = sizeof(callproxy),
+    .tp_dealloc = (destructor)cp_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(callproxy, vectorcall),
+};
+
+/* fw(f, site) -> f, or a callproxy of f when calling f may act on state
+ * (anything but None, a plain function or a class). */
+static PyObject *h_fw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    NARGS(2, "fw");
+    PyObject *f = a[0];
+    if (!hooks_ex || f == Py_None || PyFunction_Check(f) || PyType_Check(f) ||
+        !PyCallable_Check(f))
+        return Py_NewRef(f);
+    callproxy *p = PyObject_New(callproxy, &CallProxy_Type);
+    if (!p) return NULL;
+    p->func = Py_NewRef(f);
+    p->site = Py_NewRef(a[1]);
+    p->vectorcall = cp_vectorcall;
+    return (PyObject *)p;
 }
 
 /* ------------------------------------------------ driver-facing functions */
@@ -1584,6 +2684,24 @@ static PyMethodDef hook_methods[] = {
     FAST("cw", h_cw, "cw(cell, site): write of a closure cell."),
     FAST("rd", h_rd, "rd(obj, site) -> obj: read of the whole object."),
     FAST("it", h_it, "it(obj, site) -> obj: iteration (read of containers, else write)."),
+    FAST("tt", h_tt, "tt(x, site) -> x: a truth test of x."),
+    FAST("rv", h_rv, "rv(x, site) -> x: x read as a value (deep)."),
+    FAST("bop", h_bop, "bop(x, y, op, site) -> x <op> y, operands read as values."),
+    FAST("aug", h_aug, "aug(x, y, op, site) -> x <op>= y, x written."),
+    FAST("cx", h_cx, "cx(x, site) -> x: entered by with; uninstrumented enter/exit write it."),
+    FAST("rev", h_rev, "rev(x, site) -> reversed(x), x read at every next()."),
+    FAST("fx", h_fx, "fx(f, site) -> f: the callee of a starred call."),
+    FAST("aw", h_aw, "aw(x, site) -> x: an argument of a starred call, written."),
+    FAST("sw", h_sw, "sw(x, site) -> tuple(x): `*x` of a call, items written."),
+    FAST("kw", h_kw, "kw(m, site) -> m: `**m` of a call, values written."),
+    FAST("ra", h_ra, "ra(x, site) -> x: x read whole and deep."),
+    FAST("itv", h_itv, "itv(x, site) -> x: iterated, elements read as values."),
+    FAST("fi", h_fi, "fi(x, site, mode) -> iterator recording each next()."),
+    FAST("afi", h_afi, "afi(x, site) -> async iterator recording each __anext__."),
+    FAST("fw", h_fw, "fw(f, site) -> f or a proxy recording each call of f."),
+    FAST("bar", h_bar, "bar(f, site) -> f: the global barrier (a write of everything)."),
+    {"callm", (PyCFunction)(void (*)(void))h_callm, METH_FASTCALL | METH_KEYWORDS,
+     "callm(f, site, *args, **kw) -> f(*args, **kw); f from cm, arguments recorded."},
     FAST("new", h_new, "new(value, site) -> value: a fresh object created by the open step."),
     {"call", (PyCFunction)(void (*)(void))h_call, METH_FASTCALL | METH_KEYWORDS,
      "call(f, site, *args, **kw) -> f(*args, **kw); mutable arguments recorded per callee."},
@@ -1638,5 +2756,8 @@ int cs_register_hooks(PyObject *module) {
         Py_XDECREF(cell);
         return -1;
     }
+    if (PyType_Ready(&IterProxy_Type) < 0 || PyType_Ready(&AIterProxy_Type) < 0 ||
+        PyType_Ready(&CallProxy_Type) < 0)
+        return -1;
     return PyModule_AddFunctions(module, hook_methods);
 }

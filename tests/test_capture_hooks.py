@@ -98,11 +98,12 @@ def test_unsafe_keys_are_whole_and_user_hash_is_never_called() -> None:
     d: dict[Any, int] = {}
     k = K()
     calls.clear()
-    _, acc = recorded(lambda: _core.si(1, d, k, 3), d)
-    assert acc == [(cid(d), WHOLE, W, 3)]
+    _, acc = recorded(lambda: _core.si(1, d, k, 3), d, k)
+    # the dict whole; the key, whose uninstrumented __hash__ may read its state, as a value
+    assert acc == [(cid(k), WHOLE, R, 3), (cid(d), WHOLE, W, 3)]
     assert calls == ["hash"]  # only dict.__setitem__ hashed it, the hook did not
-    _, acc = recorded(lambda: _core.contains((1, k), d, 4), d)
-    assert acc == [(cid(d), WHOLE, R, 4)]
+    _, acc = recorded(lambda: _core.contains((1, k), d, 4), d, k)
+    assert acc == [(cid(k), WHOLE, R, 4), (cid(d), WHOLE, R, 4)]
 
 
 def test_module_attribute_is_its_globals_entry() -> None:

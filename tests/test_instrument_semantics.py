@@ -574,6 +574,274 @@ CASES: dict[str, str] = {
                     __import__('math').floor(z / 3), sys._getframe(depth).f_code.co_name,
                     eval(compile(src, '<c>', 'eval')))
     """,
+    # ---- issue 9: constructs whose implicit accesses are now recorded
+    "loops_through_iteration_proxies": """
+        def gen():
+            got = yield 1
+            yield ('sent', got)
+            yield 3
+        def run():
+            out = []
+            xs = [1, 2, 3]
+            for x in xs:
+                if x == 1:
+                    xs.append(4)
+                out.append(x)
+            for i, (a, b) in enumerate(zip('ab', [[1], [2]])):
+                out.append((i, a, b))
+            for k, v in {'a': 1}.items():
+                out.append((k, v))
+            g = iter(gen())
+            out.append(next(g))
+            out.append(g.send('hi'))
+            out.append(iter(g) is g)
+            for x in g:
+                out.append(x)
+            it = iter([1, 2, 3])
+            for x in it:
+                break
+            out.append(list(it))
+            out.append([c for c in 'abc' if c != 'b'])
+            out.append(list(map(str, range(3))), )
+            out.append(list(filter(None, [0, 1, 2])))
+            out.append(list(iter([5, 6].pop, 5)))
+            out.append(list(reversed(xs)))
+            out.append(sum(x for x in xs if x))
+            out.append(type(iter(xs)).__name__ != '')
+            out.append(enumerate(xs).__length_hint__() if hasattr(enumerate(xs), '__length_hint__') else None)
+            out.append([x * y for x in range(3) for y in xs])
+            out.append({k: v for k, v in zip('ab', xs)})
+            try:
+                d = {1: 1}
+                for k in d.keys():
+                    d[k + 1] = 0
+            except RuntimeError as e:
+                out.append(str(e))
+            try:
+                for x in 5:
+                    pass
+            except TypeError as e:
+                out.append(str(e))
+            return out
+    """,
+    "async_for_proxies": """
+        import asyncio
+        async def agen(n):
+            for i in range(n):
+                await asyncio.sleep(0)
+                yield i
+        class AIt:
+            def __init__(self):
+                self.i = 0
+            def __aiter__(self):
+                return self
+            async def __anext__(self):
+                self.i += 1
+                if self.i > 2:
+                    raise StopAsyncIteration
+                return self.i
+        class NoANext:
+            def __aiter__(self):
+                return 1
+        async def run():
+            out = []
+            async for x in agen(3):
+                out.append(x)
+            out.append([x async for x in agen(2)])
+            async for x in AIt():
+                out.append(x)
+            g = agen(3)
+            async for x in g:
+                break
+            out.append(await g.__anext__())
+            try:
+                async for x in 5:
+                    pass
+            except TypeError as e:
+                out.append(str(e))
+            try:
+                async for x in NoANext():
+                    pass
+            except TypeError as e:
+                out.append(str(e))
+            return out
+    """,
+    "truth_tests_and_operators": """
+        import dataclasses
+        class B:
+            def __init__(self, v):
+                self.v = v
+            def __bool__(self):
+                return self.v
+        class BadLen:
+            def __len__(self):
+                return -1
+        class Weird:
+            def __eq__(self, o):
+                return 'eq!'
+            def __lt__(self, o):
+                return NotImplemented
+            def __add__(self, o):
+                return ('add', o)
+            def __radd__(self, o):
+                return ('radd', o)
+            def __iadd__(self, o):
+                return ('iadd', o)
+        @dataclasses.dataclass(order=True)
+        class P:
+            x: int
+            tags: list = dataclasses.field(default_factory=list)
+        def run():
+            out = []
+            out.append([1 if B(True) else 0, not B(False), B(True) and 5, B(False) or 6])
+            try:
+                if BadLen():
+                    pass
+            except ValueError as e:
+                out.append(str(e))
+            w = Weird()
+            out.append((w == 1, w != 1, 1 + w, w + 1, [1] + [2], {1} | {2}, {'a': 1} | {'b': 2}))
+            try:
+                w < 1
+            except TypeError as e:
+                out.append(str(e))
+            w += 3
+            out.append(w)
+            t = (1,)
+            t += (2,)
+            lst = [1]
+            alias = lst
+            lst += [2]
+            s = {1, 2}
+            s -= {1}
+            d = {'a': 1}
+            d |= {'b': 2}
+            n = 5
+            n //= 2
+            out.append((t, alias, s, d, n, alias is lst))
+            out.append((P(1) == P(1), P(1) < P(2), 1 < 2 < 3, 3 > 2 > 5, [] < [1] < [2], P(1) in [P(1)]))
+            out.append(('%s-%d' % ('a', 3), '%(k)s' % {'k': 1}, f'{P(2)!r:>30}', f'{3.14159:.2f}', str(P(3)), repr([P(4)])))
+            try:
+                '%d' % 'x'
+            except TypeError as e:
+                out.append(str(e))
+            try:
+                [] + ()
+            except TypeError as e:
+                out.append(str(e))
+            try:
+                assert [], 'empty'
+            except AssertionError as e:
+                out.append(str(e))
+            i = 0
+            while [0] * (2 - i):
+                i += 1
+            out.append(i)
+            out.append(2 ** 10 + 3 * 4 - 7 // 2 % 3 @ 1 if False else 2 ** 10)
+            return out
+    """,
+    "unpacking_and_displays": """
+        def f(*a, **k):
+            return a, k
+        def run():
+            out = []
+            xs = [1, 2, 3]
+            a, *b = xs
+            (c, d), e = [[4, 5], 6]
+            out.append((a, b, c, d, e, f(*xs, **{'k': 1}), [*xs, *'ab'], {*xs}, {**{'a': 1}, 'b': 2}))
+            out.append({(1, 2): 'x', 'y': [1]})
+            try:
+                p, q = 1
+            except TypeError as e:
+                out.append(str(e))
+            try:
+                p, q = [1, 2, 3]
+            except ValueError as e:
+                out.append(str(e))
+            for bad in (lambda: f(*5), lambda: f(**[1]), lambda: f(a=1, **{'a': 2}),
+                        lambda: f(1, *xs, 2, *(x for x in xs), k=xs, **{'j': xs})):
+                try:
+                    out.append(bad())
+                except TypeError as e:
+                    out.append(str(e))
+            try:
+                {[1]: 2}
+            except TypeError as e:
+                out.append(str(e))
+            try:
+                {[1]}
+            except TypeError as e:
+                out.append(str(e))
+            return out
+    """,
+    "callees_and_dynamic_attributes": """
+        import functools, heapq, operator
+        class Base:
+            kind = 'base'
+            def hello(self):
+                return 'base hello'
+        class Other(Base):
+            kind = 'other'
+        class C(Base):
+            used = 0
+            def __init__(self):
+                self.items = []
+                self.on_job = self.items.append
+            def hello(self):
+                return 'c ' + super().hello()
+        def run():
+            out = []
+            c = C()
+            mark = c.items.append
+            mark(1)
+            c.on_job(2)
+            push = functools.partial(heapq.heappush, c.items)
+            push(0)
+            getattr(c.items, 'append')(*[3])
+            operator.methodcaller('append', 4)(c.items)
+            list(map(c.items.append, [5, 6]))
+            out.append(list(c.items))
+            C.used += 1
+            out.append((c.used, C.used))
+            setattr(c, 'x', 1)
+            vars(c)['y'] = 2
+            c.__dict__['z'] = 3
+            out.append((c.x, c.y, c.z, hasattr(c, 'w'), c.hello()))
+            c.__class__ = Other
+            out.append((c.kind, c.hello()))
+            delattr(c, 'x')
+            out.append(sorted(k for k in vars(c) if len(k) == 1))
+            out.append(eval('1 + 1'))
+            ns = {}
+            exec('q = 5', ns)
+            out.append(ns['q'])
+            g = globals()
+            out.append('run' in g)
+            out.append(sorted(locals())[:2])
+            return out
+    """,
+    "match_subject": """
+        import dataclasses
+        @dataclasses.dataclass
+        class Pt:
+            x: int
+            y: int
+        def run():
+            out = []
+            for subj in [Pt(0, 1), [1, 2], {'k': 3}, 5, 'z']:
+                match subj:
+                    case Pt(x=0, y=y) if y:
+                        out.append(('pt', y))
+                    case [a, b]:
+                        out.append(('seq', a, b))
+                    case {'k': v}:
+                        out.append(('map', v))
+                    case int() as n if not n % 5:
+                        out.append(('int', n))
+                    case _:
+                        out.append('other')
+            return out
+    """,
     "calls_of_uninstrumented_code": """
         import bisect, copy, functools, heapq, json, math, operator, random
         class S:

@@ -12,9 +12,14 @@ What is rewritten (only code of the user's modules; see ``importer.py``):
                                        instrumented code, which records for itself)
 ``d.get(k)``, ``d.pop(k)``,            ``_cs_ck(d.get, kind, site, k, ...)``: keyed access
 ``d.setdefault(k, v)``                 on an exact dict, whole-object access elsewhere
-``k in x`` / ``k not in x``            ``_cs_contains(k, x, site)``
-``len(x)``, ``sorted(x)``, ...,        whole-object read (iteration of an iterator or a
-``for t in x``                         generator is a write: it consumes it)
+``k in x`` / ``k not in x``            ``_cs_contains(k, x, site)``: keyed on a dict or
+                                       set, else x whole and, for a sequence, its elements
+                                       and k read as values
+``list(x)``, ``sorted(x)``, ...        ``_cs_it`` / ``_cs_itv``: a whole-object read at once
+                                       (iteration of an iterator or a generator is a
+                                       write: it consumes it); sorted / min / max / sum /
+                                       set / frozenset / dict also read the elements as
+                                       values (compared, hashed)
 global ``g`` in a function             ``_cs_gr(g, 'g', site)``; a store is followed by
                                        ``_cs_gw('g', site)``
 closure cell ``c``                     ``_cs_cr(c, _cs_c_c, site)`` / ``_cs_cw(...)``; the
@@ -33,14 +38,67 @@ their comprehensions                   flagged as created by the current step (C
                                        ``type`` and ``__new__`` = ``object.__new__``) and then
                                        records the instance as created before ``__init__``
                                        runs; any other callee is called plainly
-any other call with a non-constant     ``_cs_call(f, site, *args, **kw)``: the hook looks
-argument (``f(a)``, ``x.m(a)``,        at ``f`` at run time: instrumented code records
-``mod.f(a)``)                          nothing extra; pure builtins, ``math``, builtin
-                                       types and builtin methods of builtin containers
-                                       and immutables read each mutable argument (whole);
-                                       anything else writes it (a tuple stands for its
-                                       items, a bound method for its receiver)
+``if x``, ``while x``, ``not x``,       ``_cs_tt(x, site)``: a truth test reads what
+``x and y``, ``x or y``, ``a if x      __bool__ / __len__ read: a container whole, an
+else b``, ``assert x``, ``bool(x)``,   instance whose __bool__/__len__ is not instrumented
+``len(x)``, comprehension ``if``s      (and its attributes, deeply)
+``a == b``, ``a < b``, ``a + b``,      ``_cs_bop(a, b, op, site)`` (chains: ``_cs_rv`` on
+``a | b``, ``"%s" % x``, ...           each operand): both operands read as *values*:
+                                       a container and every element, an instance whose
+                                       comparison / hash / format dunders are not
+                                       instrumented (a dataclass's generated ``__eq__``)
+                                       and all its attributes (W_VALUE in hooks.c)
+``f"{x}"``, ``str/repr/format/hash``   ``_cs_rv(x, site)``: read as a value
+``{k: v}``, ``{x}``                    keys / elements read as values (hashed, compared)
+``x op= v`` (any target)               ``_cs_aug(x, v, op, site)``: a mutable ``x`` is
+                                       written whole (``lst += [...]`` mutates it), ``v``
+                                       read as a value; the target stored as before
+``for t in x``, comprehensions,        ``_cs_fi(x, site, unpack)`` / ``_cs_afi(x, site)``:
+``async for``, ``enumerate/zip/map/    an iterator proxy recording at EVERY next() /
+filter/iter(x)``, ``reversed(x)``      __anext__, in whichever step it runs, a read of a
+                                       container (a dict view: of its dict) or a write of
+                                       an iterator / (async) generator (consumed); the
+                                       function given to map / filter is a proxy that
+                                       records each call (``_cs_fw``)
+``a, b = x``, ``f(*x)``, ``[*x]``,     ``_cs_it`` / ``_cs_rd``: iterated / read on the spot
+``{**m}``
+``match x``                            ``_cs_ra``: the subject read whole and deeply
+``with x``, ``async with x``           ``_cs_cx``: x written whole unless its __enter__ /
+                                       __exit__ (__aenter__ / __aexit__) are instrumented;
+                                       asyncio's primitives are left to ``sync.py``
+any other call                         ``_cs_call(f, site, *args, **kw)`` (after ``cm``:
+                                       ``_cs_callm``, receiver already recorded): what f
+                                       does to its own state -- a bound method (builtin
+                                       or Python, in a variable, stored as a callback,
+                                       from getattr) writes its receiver unless it is
+                                       instrumented or a known pure method of a builtin
+                                       container, a functools.partial acts on its bound
+                                       arguments and its function's receiver, another
+                                       callable object with an uninstrumented __call__ is
+                                       written -- and what it does to the arguments:
+                                       instrumented code records nothing extra; pure
+                                       builtins, ``math``, builtin types and builtin
+                                       methods of builtin containers and immutables read
+                                       each mutable argument deeply; anything else writes
+                                       it (containers' elements too)
+``f(*a, **k)``                         the interpreter's own call (its error messages
+                                       name f): ``_cs_fx(f, site)`` records f's own state,
+                                       every argument is written (``_cs_aw``, ``_cs_sw``
+                                       unpacks ``*a`` where the interpreter would,
+                                       ``_cs_kw``)
+``exec``, ``eval``, ``compile``,       ``_cs_bar(f, site)``: the global barrier, a write
+``globals``, ``locals``,               of (CS_OBJECT_ALL, CS_KEY_WHOLE), which conflicts
+``__import__``, ``breakpoint``,        with every access; the same when one of them is
+``vars()``, changes of sys.modules     called through an alias (the call hook checks)
 ====================================  ================================================
+
+Further rules of the hooks (ext/hooks.c): ``obj.name`` where ``name`` is found on the class
+(a method, a class variable) also reads the name on each class of the MRO up to the defining
+one, so ``Cls.x += 1`` in another task conflicts with ``self.x``; ``obj.__class__ = C`` and
+``obj.__dict__ = d`` write the whole object; ``obj.__dict__`` and ``vars(obj)`` return a dict
+registered as an alias of ``obj`` (its items are obj's attributes); a key of a type whose hashing
+may run user code is read as a value; reads of module-level names bound by ``def`` / ``class`` /
+``import`` are global reads like any other (monkeypatching them is a write).
 
 Evaluation order is kept: store hooks take the value first (Python evaluates the right-hand
 side before the target), targets of multiple or unpacking assignments are assigned from
@@ -50,22 +108,34 @@ tracebacks point at the user's lines.
 
 Not rewritten (on purpose): annotations (``from __future__ import annotations`` turns them into
 strings), ``match`` patterns (they must stay dotted names), name accesses in class bodies and at
-module level (they run at import time), comprehension targets.  Known gaps, all
-under-approximations a user is unlikely to meet: reads of class attributes through an instance
-(``self.x`` where ``x`` lives on the class) are recorded on the instance only; calls with
-``*args`` / ``**kw`` and the frame-dependent builtins (``FRAME_BUILTINS``) are not routed through
-``_cs_call``, so what they hand to uninstrumented code is not recorded; a bound method called
-through a variable (``cb = self.q.append; cb(x)``) records its arguments, not its receiver;
-objects reached later from an iterator or view an uninstrumented callee kept are not recorded
-again; reads of module-level names bound only by ``def``/``class``/``import`` and never
-declared ``global`` are not recorded (monkeypatching them from another task would be missed).
+module level (they run at import time), comprehension targets.
+
+Approximations, each coarser than the truth (never missing an access):
+- whole-object accesses stand for keyed ones (a method call, a truth test, a comparison);
+  unknown methods and uninstrumented callees write what they are handed;
+- a deep read or write walks at most 3000 objects and 48 levels, then records the global
+  barrier with its kind (a read of everything, or a write of everything);
+- every argument of a call with ``*args`` / ``**kw`` is written, whatever the callee;
+- iteration records at most once per step per loop (the engine keeps one access per resource
+  and step anyway).
+
+Known gaps (under-approximations; each listed so that it is not mistaken for coverage):
+- an uninstrumented callee handed an instance of a class whose dunders are default or
+  instrumented records the instance whole, not the objects reachable through its attributes
+  (``lib.mutate(self)`` changing ``self.items`` in place); instrument that library
+  (``--instrument``) to see them;
+- objects an uninstrumented callee keeps and touches later (a library storing a list and
+  mutating it from a callback) are recorded where they were handed over only;
+- ``yield from x`` and ``await x`` on a user awaitable record nothing for x itself;
+- a ``__dict__`` obtained by uninstrumented code is not an alias of its owner;
+- sys.modules changed by uninstrumented code (importlib), and module code run by an
+  ``import`` statement at run time, are not barriers.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import operator
 import symtable
 from collections import defaultdict
 from collections.abc import Iterable
@@ -199,20 +269,36 @@ ITER_BUILTINS = frozenset(
 #: builtins that read their argument as a whole
 READ_BUILTINS = frozenset(["len", "repr", "str", "bool", "hash", "ascii", "format"])
 
-_IOPS = {
-    ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.MatMult: "imatmul",
-    ast.Div: "itruediv", ast.FloorDiv: "ifloordiv", ast.Mod: "imod", ast.Pow: "ipow",
-    ast.LShift: "ilshift", ast.RShift: "irshift", ast.BitOr: "ior", ast.BitXor: "ixor",
-    ast.BitAnd: "iand",
+#: operator codes of the bop / aug hooks (ext/hooks.c binary_op): binary operators 0-12,
+#: comparisons 20 + Py_LT ... Py_GE
+_BINOPS = {
+    ast.Add: 0, ast.Sub: 1, ast.Mult: 2, ast.MatMult: 3, ast.Div: 4, ast.FloorDiv: 5,
+    ast.Mod: 6, ast.Pow: 7, ast.LShift: 8, ast.RShift: 9, ast.BitOr: 10, ast.BitXor: 11,
+    ast.BitAnd: 12,
 }  # fmt: skip
+_CMPOPS = {ast.Lt: 20, ast.LtE: 21, ast.Eq: 22, ast.NotEq: 23, ast.Gt: 24, ast.GtE: 25}
 
 _HOOKS = ("ga", "sa", "da", "gi", "si", "di", "cm", "ck", "contains", "gr", "gw", "cr", "cw",
-          "rd", "it", "new", "newcall", "call")  # fmt: skip
+          "rd", "it", "new", "newcall", "call", "callm", "tt", "rv", "ra", "bop", "aug", "fi",
+          "afi", "fw", "bar", "itv", "fx", "aw", "sw", "kw", "rev", "cx")  # fmt: skip
 
 #: builtins whose behaviour depends on the calling frame, or that must stay recognisable to the
 #: compiler: never routed through the call hook
 FRAME_BUILTINS = frozenset(["super", "locals", "globals", "vars", "dir", "eval", "exec",
                             "compile", "__import__", "breakpoint"])  # fmt: skip
+#: builtins that run arbitrary code or expose a namespace: calling one is the global barrier
+BARRIER_BUILTINS = frozenset(["locals", "globals", "eval", "exec", "compile", "__import__",
+                              "breakpoint"])  # fmt: skip
+#: builtins returning a lazy iterator over their iterable arguments: those are wrapped so that
+#: each next() records its access (the function argument of map / filter is wrapped so that
+#: each call records what it does)
+LAZY_BUILTINS = frozenset(["enumerate", "zip", "map", "filter", "iter"])
+#: eager consumers that also compare or hash the elements
+VALUE_ITER_BUILTINS = frozenset(["sorted", "min", "max", "sum", "set", "frozenset", "dict"])
+#: builtins that only test their argument's truth or length
+TRUTH_BUILTINS = frozenset(["len", "bool"])
+#: calls whose result is only a bool: no truth test to record on it
+_BOOL_CALLS = frozenset(["isinstance", "issubclass", "callable", "hasattr"])
 
 #: builtins whose call always returns a new object (checked again at run time by newcall)
 NEW_BUILTINS = frozenset(["list", "dict", "set", "bytearray"])
@@ -225,8 +311,6 @@ def hook_namespace() -> dict[str, Any]:
 
     ns: dict[str, Any] = {f"_cs_{h}": getattr(_core, h) for h in _HOOKS}
     ns["_cs_slice"] = slice
-    for opname in set(_IOPS.values()):
-        ns[f"_cs_{opname}"] = getattr(operator, opname)
     return ns
 
 
@@ -446,8 +530,8 @@ class Instrumenter(ast.NodeTransformer):
         m = mangle(name, s.class_name)
         sc = s.symbols.get(m)
         if sc in (_GLOBAL_EXPLICIT, _GLOBAL_IMPLICIT):
-            if name in self.static:
-                return None
+            # names bound by def / class / import are globals too: another task (or module)
+            # may rebind them (monkeypatching)
             if name not in self.bound and hasattr(builtins, name):
                 return None
             return "global"
@@ -558,10 +642,7 @@ class Instrumenter(ast.NodeTransformer):
 
     def _visit_comp(self, node: Any) -> ast.AST:
         gens: list[ast.comprehension] = node.generators
-        first_iter = self._visit_consumed(gens[0].iter)
-        if not gens[0].is_async:
-            first_iter = self._wrap_iter(first_iter, gens[0].iter)
-        gens[0].iter = first_iter
+        gens[0].iter = self._wrap_iter(self._visit_consumed(gens[0].iter), gens[0])
         scope = self._child_scope("comp", "function", _COMP_NAMES[type(node)], node)
         if scope.table is None and compat.COMPREHENSIONS_INLINED:
             scope = self._inlined_comp_scope(node)
@@ -569,9 +650,8 @@ class Instrumenter(ast.NodeTransformer):
         def inner() -> None:
             for i, g in enumerate(gens):
                 if i > 0:
-                    it = self._visit_consumed(g.iter)
-                    g.iter = it if g.is_async else self._wrap_iter(it, g.iter)
-                g.ifs = [self.visit(c) for c in g.ifs]
+                    g.iter = self._wrap_iter(self._visit_consumed(g.iter), g)
+                g.ifs = [self._test(c) for c in g.ifs]
             if isinstance(node, ast.DictComp):
                 node.key = self.visit(node.key)
                 node.value = self.visit(node.value)
@@ -620,14 +700,25 @@ class Instrumenter(ast.NodeTransformer):
         return self._new(node, node) if isinstance(node.ctx, ast.Load) else node
 
     def visit_Set(self, node: ast.Set) -> ast.AST:
-        return self._new(self.generic_visit(node), node)  # type: ignore[arg-type]
+        return self._new(self._set_parts(node), node)
+
+    def _set_parts(self, node: ast.Set) -> ast.Set:
+        # elements are hashed and compared: read as values
+        node.elts = [self._wrap("rv", self.visit(e), "whole") for e in node.elts]
+        return node
 
     def visit_Dict(self, node: ast.Dict) -> ast.AST:
-        node.keys = [self.visit(k) if k is not None else None for k in node.keys]
+        return self._new(self._dict_parts(node), node)
+
+    def _dict_parts(self, node: ast.Dict) -> ast.Dict:
+        # keys are hashed and compared: read as values
+        node.keys = [self._wrap("rv", self.visit(k), "whole") if k is not None else None
+                     for k in node.keys]  # fmt: skip
         # `**m` in a display is consumed by the display
-        node.values = [self.visit(v) if k is not None else self._visit_consumed(v)
+        node.values = [self.visit(v) if k is not None
+                       else self._wrap("rd", self._visit_consumed(v), "whole")
                        for k, v in zip(node.keys, node.values)]  # fmt: skip
-        return self._new(node, node)
+        return node
 
     def _visit_consumed(self, node: ast.expr) -> ast.expr:
         """An expression whose value is consumed on the spot (iterated, searched with `in`,
@@ -635,13 +726,18 @@ class Instrumenter(ast.NodeTransformer):
         created (it would cost an access and gain nothing)."""
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
             return self._visit_comp(node)  # type: ignore[no-any-return]
-        if isinstance(node, (ast.List, ast.Set, ast.Dict)):
+        if isinstance(node, ast.List):
             return self.generic_visit(node)  # type: ignore[return-value]
+        if isinstance(node, ast.Set):
+            return self._set_parts(node)
+        if isinstance(node, ast.Dict):
+            return self._dict_parts(node)
         return self.visit(node)  # type: ignore[no-any-return]
 
     def visit_Starred(self, node: ast.Starred) -> ast.AST:
         if isinstance(node.ctx, ast.Load):
-            node.value = self._visit_consumed(node.value)
+            # `*x` iterates x on the spot (a read of a container, a write of an iterator)
+            node.value = self._wrap("it", self._visit_consumed(node.value), "whole")
             return node
         return self.generic_visit(node)
 
@@ -664,8 +760,30 @@ class Instrumenter(ast.NodeTransformer):
 
     # ------------------------------------------------------------ expressions
 
-    def _wrap_iter(self, new: ast.expr, old: ast.expr) -> ast.expr:
-        return self._call("it", [new, self._site(old, self.src.segment(old), "iter")], old)
+    def _wrap_iter(
+        self, new: ast.expr, loop: ast.For | ast.AsyncFor | ast.comprehension
+    ) -> ast.expr:
+        """The iterable of a loop or comprehension (`new`, instrumented) as an iterator that
+        records its access at every next() / __anext__, in whichever step that happens (a
+        loop spanning awaits reads the container again after each await).  `for ... in
+        range(...)` stays as is (nothing to record)."""
+        old = loop.iter
+        is_async = isinstance(loop, ast.AsyncFor) or (
+            isinstance(loop, ast.comprehension) and bool(loop.is_async)
+        )
+        if (
+            not is_async
+            and isinstance(old, ast.Call)
+            and isinstance(old.func, ast.Name)
+            and old.func.id == "range"
+            and self._is_builtin("range")
+        ):
+            return new
+        site = self._site(old, self.src.segment(old), "iter")
+        if is_async:
+            return self._call("afi", [new, site], old)
+        unpack = ast.Constant(1 if isinstance(loop.target, (ast.Tuple, ast.List)) else 0)
+        return self._call("fi", [new, site, unpack], old)
 
     def _slice(self, node: ast.expr) -> ast.expr:
         if isinstance(node, ast.Slice):
@@ -707,7 +825,115 @@ class Instrumenter(ast.NodeTransformer):
             if isinstance(node.ops[0], ast.NotIn):
                 return self._loc(ast.UnaryOp(ast.Not(), call), node)
             return call
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            return self.generic_visit(node)
+        if len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
+            # a comparison calls the operands' dunders (a dataclass __eq__ reads every field,
+            # list == list compares the elements): both read as values
+            site = self._site(node, self.src.segment(node), "compare")
+            code = ast.Constant(_CMPOPS[type(node.ops[0])])
+            left, right = self.visit(node.left), self.visit(node.comparators[0])
+            return self._call("bop", [left, right, code, site], node)
+        # a chain: each operand read as a value where it is evaluated
+        node.left = self._wrap("rv", self.visit(node.left), "compare")
+        node.comparators = [self._wrap("rv", self._visit_consumed(c) if isinstance(op, (ast.In, ast.NotIn)) else self.visit(c), "compare")
+                            for op, c in zip(node.ops, node.comparators)]  # fmt: skip
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        left, right = self.visit(node.left), self.visit(node.right)
+        if isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant):
+            node.left, node.right = left, right
+            return node
+        # an operator on containers or user objects reads both operands (list + list,
+        # dict | dict, "%s" % obj, dataclass operators)
+        site = self._site(node, self.src.segment(node), "operator")
+        return self._call("bop", [left, right, ast.Constant(_BINOPS[type(node.op)]), site], node)
+
+    # ------------------------------------------------------------ truth tests
+
+    def _test(self, node: ast.expr) -> ast.expr:
+        """`node` (not yet visited) in a position whose truth the interpreter tests: the test
+        calls __bool__ / __len__, a read of the object (a container's length)."""
+        if isinstance(node, ast.BoolOp):
+            return self._boolop(node, tested=True)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node.operand = self._test(node.operand)
+            return node
+        new = self.visit(node)
+        if self._bool_valued(node):
+            return new
+        site = self._site(node, self.src.segment(node), "truth")
+        return self._call("tt", [new, site], node)
+
+    @staticmethod
+    def _bool_valued(node: ast.expr) -> bool:
+        """Is node's value a bool (or a constant), whose truth test runs no user code?"""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Compare):
+            # `in` and `is` give bools; a rich comparison may return anything, but its
+            # operands were read as values
+            return all(isinstance(op, (ast.In, ast.NotIn, ast.Is, ast.IsNot)) for op in node.ops)
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _BOOL_CALLS
+        )
+
+    def _boolop(self, node: ast.BoolOp, tested: bool) -> ast.expr:
+        # every operand but the last is tested by the operator itself; the last one only when
+        # the whole expression is
+        last = len(node.values) - 1
+        node.values = [self._test(v) if i < last or tested else self.visit(v)
+                       for i, v in enumerate(node.values)]  # fmt: skip
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        return self._boolop(node, tested=False)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        if isinstance(node.op, ast.Not):
+            node.operand = self._test(node.operand)
+            return node
         return self.generic_visit(node)
+
+    def visit_If(self, node: ast.If) -> ast.AST:
+        node.test = self._test(node.test)
+        node.body = self._stmts(node.body)
+        node.orelse = self._stmts(node.orelse)
+        return node
+
+    def visit_While(self, node: ast.While) -> ast.AST:
+        node.test = self._test(node.test)
+        node.body = self._stmts(node.body)
+        node.orelse = self._stmts(node.orelse)
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        node.test = self._test(node.test)
+        node.body = self.visit(node.body)
+        node.orelse = self.visit(node.orelse)
+        return node
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        node.test = self._test(node.test)
+        if node.msg is not None:
+            node.msg = self.visit(node.msg)
+        return node
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
+        # formatting calls __format__ / __str__ / __repr__: a read of the value
+        node.value = self._wrap("rv", self.visit(node.value), "format")
+        if node.format_spec is not None:
+            node.format_spec = self.visit(node.format_spec)
+        return node
+
+    def visit_Match(self, node: ast.Match) -> ast.AST:
+        # patterns read the subject's attributes, items and length
+        node.subject = self._wrap("ra", self.visit(node.subject), "whole")
+        node.cases = [self.visit(c) for c in node.cases]
+        return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         func = node.func
@@ -738,44 +964,129 @@ class Instrumenter(ast.NodeTransformer):
             getter = self._call(
                 "cm", [new_recv, ast.Constant(attr), ast.Constant(kind_v), site, attr_site], func
             )
-            return self._arg_call(self._loc(ast.Call(getter, args, keywords), node), node)
+            call = self._loc(ast.Call(getter, args, keywords), node)
+            return self._arg_call(call, node, "callm")
         if isinstance(func, ast.Name) and self._is_builtin(func.id):
-            hook = "it" if func.id in ITER_BUILTINS else "rd" if func.id in READ_BUILTINS else None
-            visit = self._visit_consumed if hook == "it" else self.visit
-            node.args = [visit(a) for a in node.args]
-            node.keywords = [self.visit(k) for k in node.keywords]
-            if hook is not None:
-                wrapped: list[ast.expr] = []
-                for a in node.args:
-                    if isinstance(a, (ast.Starred, ast.Constant)):
-                        wrapped.append(a)
-                    else:
-                        site = self._site(a, self.src.segment(a), "whole")
-                        wrapped.append(self._call(hook, [a, site], a))
-                node.args = wrapped
-            if func.id in NEW_BUILTINS and self._plain_args(node):
-                return self._newcall(node)
-            if hook is None and func.id not in FRAME_BUILTINS:
-                return self._arg_call(node, node)
-            return node
+            return self._builtin_call(node, func.id)
         if isinstance(func, ast.Name) and self._is_module_class(func.id) and self._plain_args(node):
             return self._newcall(self.generic_visit(node))  # type: ignore[arg-type]
-        return self._arg_call(self.generic_visit(node), node)  # type: ignore[arg-type]
+        return self._arg_call(self.generic_visit(node), node, "call", always=True)  # type: ignore[arg-type]
 
-    def _arg_call(self, new: ast.Call, old: ast.Call) -> ast.expr:
-        """`new` (instrumented) as call(func, site, *args, **kw), so that the arguments handed
-        to code that does not record itself are recorded (read by pure builtins, written by
-        anything else).  Calls with nothing but constants to hand over stay plain, as do calls
-        with `*args` / `**kw` (forwarding them would change error messages)."""
+    def _wrap(self, hook: str, e: ast.expr, kind: str, *extra: ast.expr) -> ast.expr:
+        """hook(e, site, *extra) unless e is a constant or starred (already handled)."""
+        if isinstance(e, (ast.Starred, ast.Constant)):
+            return e
+        site = self._site(e, self.src.segment(e), kind)
+        return self._call(hook, [e, site, *extra], e)
+
+    def _builtin_call(self, node: ast.Call, name: str) -> ast.expr:
+        """A call of a builtin by its name: what the builtin does with its arguments is known
+        here (iterating them, lazily or not, testing their truth, formatting them)."""
+        site_of = self._site
+        if name in BARRIER_BUILTINS:
+            # the name stays a plain load (frame-dependent builtins see the user's frame)
+            node.args = [self.visit(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            site = site_of(node, self.src.segment(node), "barrier")
+            node.func = self._call("bar", [node.func, site], node.func)
+            return node
+        if name in LAZY_BUILTINS:
+            args = [self._visit_consumed(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            first_fn = name in ("map", "filter") or (name == "iter" and len(args) == 2)
+            wrapped: list[ast.expr] = []
+            for i, a in enumerate(args):
+                if i == 0 and first_fn:
+                    wrapped.append(self._wrap("fw", a, "call"))
+                elif name == "iter" and i > 0:
+                    wrapped.append(a)
+                else:
+                    mode = 2 if name == "iter" else 0
+                    wrapped.append(self._wrap("fi", a, "iter", ast.Constant(mode)))
+            node.args = wrapped
+            return self._arg_call(node, node, "call")
+        if (
+            name == "reversed"
+            and len(node.args) == 1
+            and self._plain_args(node)
+            and not node.keywords
+        ):
+            # reversed() needs the sequence itself: the hook builds it and reads the sequence
+            # at every next()
+            arg = self._visit_consumed(node.args[0])
+            site = site_of(node, self.src.segment(node), "iter")
+            return self._call("rev", [arg, site], node)
+        if name in VALUE_ITER_BUILTINS or name in ITER_BUILTINS:
+            hook = "itv" if name in VALUE_ITER_BUILTINS else "it"
+            node.args = [self._wrap(hook, self._visit_consumed(a), "whole") for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            if name in NEW_BUILTINS and self._plain_args(node):
+                return self._newcall(node)
+            return self._arg_call(node, node, "call")
+        if name in TRUTH_BUILTINS or name in READ_BUILTINS:
+            hook = "tt" if name in TRUTH_BUILTINS else "rv"
+            node.args = [self._wrap(hook, self.visit(a), "whole") for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            return self._arg_call(node, node, "call")
+        node.args = [self.visit(a) for a in node.args]
+        node.keywords = [self.visit(k) for k in node.keywords]
+        if name in NEW_BUILTINS and self._plain_args(node):
+            return self._newcall(node)
+        if name == "super":
+            return node
+        return self._arg_call(node, node, "call", always=name == "vars")
+
+    def _arg_call(self, new: ast.Call, old: ast.Call, hook: str, always: bool = False) -> ast.expr:
+        """`new` (instrumented) as hook(func, site, *args, **kw), so that what the call does to
+        the callee's own state (a bound method's receiver, a partial's bound arguments) and to
+        the arguments handed to code that does not record itself is recorded.  `callm` follows
+        `cm`, which recorded the receiver and the callee already: a call of it with nothing but
+        constants to hand over stays plain (so does a builtin's); any other call goes through
+        `call` (`always`).
+
+        Calls with `*args` / `**kw` stay the interpreter's calls (a malformed `*` / `**`
+        argument raises the message naming the callee): the callee goes through fx (its own
+        state), and every argument is recorded as written where it is evaluated (aw, sw, kw),
+        since the callee's effect is not known there."""
         if not self._plain_args(new):
-            return new
+            return self._starred_call(new, old, hook)
         values = [*new.args, *(k.value for k in new.keywords)]
-        if all(isinstance(v, ast.Constant) for v in values):
+        if not always and all(isinstance(v, ast.Constant) for v in values):
             return new
         site = self._site(old, self.src.segment(old), "call")
-        call = ast.Call(ast.Name("_cs_call", ast.Load()), [new.func, site, *new.args],
+        call = ast.Call(ast.Name(f"_cs_{hook}", ast.Load()), [new.func, site, *new.args],
                         new.keywords)  # fmt: skip
         return self._loc(call, old)  # type: ignore[no-any-return]
+
+    def _starred_call(self, new: ast.Call, old: ast.Call, hook: str) -> ast.expr:
+        site = self._site(old, self.src.segment(old), "call")
+        if hook == "call":
+            new.func = self._call("fx", [new.func, site], old)
+
+        def unwrap(e: ast.expr, was: str) -> ast.expr:
+            # visit_Starred / visit_keyword wrapped the value in it / rd: replaced here
+            if (
+                isinstance(e, ast.Call)
+                and isinstance(e.func, ast.Name)
+                and e.func.id == f"_cs_{was}"
+            ):
+                return e.args[0]
+            return e
+
+        args: list[ast.expr] = []
+        for a in new.args:
+            if isinstance(a, ast.Starred):
+                a.value = self._call("sw", [unwrap(a.value, "it"), site], a.value)
+                args.append(a)
+            else:
+                args.append(self._wrap("aw", a, "call"))
+        new.args = args
+        for k in new.keywords:
+            if k.arg is None:
+                k.value = self._call("kw", [unwrap(k.value, "rd"), site], k.value)
+            else:
+                k.value = self._wrap("aw", k.value, "call")
+        return new
 
     @staticmethod
     def _plain_args(node: ast.Call) -> bool:
@@ -794,10 +1105,17 @@ class Instrumenter(ast.NodeTransformer):
         tup = ast.Tuple([node, rec.value], ast.Load())
         return self._loc(ast.Subscript(tup, ast.Constant(0), ast.Load()), node)
 
+    def visit_keyword(self, node: ast.keyword) -> ast.AST:
+        node.value = self.visit(node.value)
+        if node.arg is None:
+            # `**m` reads the whole mapping
+            node.value = self._wrap("rd", node.value, "whole")
+        return node
+
     def visit_match_case(self, node: ast.match_case) -> ast.AST:
         # patterns stay untouched: they must remain literals and dotted names
         if node.guard is not None:
-            node.guard = self.visit(node.guard)
+            node.guard = self._test(node.guard)
         node.body = self._stmts(node.body)
         return node
 
@@ -859,6 +1177,11 @@ class Instrumenter(ast.NodeTransformer):
 
     def visit_Assign(self, node: ast.Assign) -> Any:
         value = self.visit(node.value)
+        if any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets) and not isinstance(
+            node.value, (ast.Tuple, ast.List)
+        ):
+            # unpacking iterates the value (a read of a container, a write of an iterator)
+            value = self._wrap("it", value, "whole")
         if not any(self._needs(t) for t in node.targets):
             node.targets = [self._visit_store_target(t) for t in node.targets]
             node.value = value
@@ -902,21 +1225,27 @@ class Instrumenter(ast.NodeTransformer):
             return s.symbols.get(mangle(e.id, s.class_name)) == _LOCAL
         return False
 
+    def _aug(self, read: ast.expr, value: ast.expr, node: ast.AugAssign) -> ast.expr:
+        """aug(read, value, op, site): the in-place operator, a write of a mutable left
+        operand (`x += [...]`, `d |= {...}` mutate x, not only rebind it)."""
+        site = self._site(node, self.src.segment(node), "inplace")
+        code = ast.Constant(_BINOPS[type(node.op)])
+        return self._call("aug", [read, value, code, site], node)
+
     def visit_AugAssign(self, node: ast.AugAssign) -> Any:
         target = node.target
-        op = f"_cs_{_IOPS[type(node.op)]}"
         if isinstance(target, ast.Name):
-            node.value = self.visit(node.value)
-            cls = self._classify(target.id)
-            if cls is None:
-                return node
+            value = self.visit(node.value)
             load = ast.Name(target.id, ast.Load())
             ast.copy_location(load, target)
-            pre = self._expr_stmt(self._name_read(load), node)
+            store = ast.Name(target.id, ast.Store())
+            ast.copy_location(store, target)
+            new = self._aug(self._name_read(load), value, node)
+            out: list[ast.stmt] = [self._loc(ast.Assign([store], new), node)]
             rec = self._name_write_record(target)
-            return [pre, node] + ([rec] if rec is not None else [])
+            return out + ([rec] if rec is not None else [])
         temps: list[str] = []
-        out: list[ast.stmt] = []
+        out = []
 
         def once(e: ast.expr) -> ast.expr:
             if self._simple(e):
@@ -932,16 +1261,14 @@ class Instrumenter(ast.NodeTransformer):
             attr = ast.Constant(mangle(target.attr, cname))
             site = self._site(target, self.src.segment(target), "attr")
             read = self._call("ga", [obj, attr, site], target)
-            new = self._loc(ast.Call(ast.Name(op, ast.Load()), [read, self.visit(node.value)], []),
-                            node)  # fmt: skip
+            new = self._aug(read, self.visit(node.value), node)
             out.append(self._expr_stmt(self._call("sa", [new, obj, attr, site], target), node))
         elif isinstance(target, ast.Subscript):
             obj = once(self.visit(target.value))
             key = once(self._slice(target.slice))
             site = self._site(target, self.src.segment(target.value), "item")
             read = self._call("gi", [obj, key, site], target)
-            new = self._loc(ast.Call(ast.Name(op, ast.Load()), [read, self.visit(node.value)], []),
-                            node)  # fmt: skip
+            new = self._aug(read, self.visit(node.value), node)
             out.append(self._expr_stmt(self._call("si", [new, obj, key, site], target), node))
         else:  # pragma: no cover - the grammar allows nothing else
             return self.generic_visit(node)
@@ -993,14 +1320,14 @@ class Instrumenter(ast.NodeTransformer):
         return self._assign(target, ast.Name(t, ast.Load()), target)
 
     def visit_For(self, node: ast.For) -> Any:
-        node.iter = self._wrap_iter(self._visit_consumed(node.iter), node.iter)
+        node.iter = self._wrap_iter(self._visit_consumed(node.iter), node)
         pre = self._loop_target(node)
         node.body = pre + self._stmts(node.body)
         node.orelse = self._stmts(node.orelse)
         return node
 
     def visit_AsyncFor(self, node: ast.AsyncFor) -> Any:
-        node.iter = self.visit(node.iter)
+        node.iter = self._wrap_iter(self.visit(node.iter), node)
         pre = self._loop_target(node)
         node.body = pre + self._stmts(node.body)
         node.orelse = self._stmts(node.orelse)
@@ -1008,7 +1335,9 @@ class Instrumenter(ast.NodeTransformer):
 
     def _visit_with(self, node: ast.With | ast.AsyncWith) -> Any:
         for item in node.items:
-            item.context_expr = self.visit(item.context_expr)
+            # entering and leaving act on the context manager (cx: a write unless its
+            # __enter__ / __exit__ are instrumented)
+            item.context_expr = self._wrap("cx", self.visit(item.context_expr), "with")
         return self._visit_with_items_done(node)
 
     def _visit_with_items_done(self, node: ast.With | ast.AsyncWith) -> Any:
