@@ -41,8 +41,13 @@ def _culprit(prog: Program) -> str:
     return "+".join(classes) if classes else "plain"
 
 
-def _unsound(cap: int) -> Any:
+def _unsound(cap: int, deadline: float) -> Any:
+    """Whether a candidate still shows the mismatch; past the deadline, no candidate does (the
+    minimization stops where it is)."""
+
     def still(p: Program) -> bool:
+        if time.monotonic() > deadline:
+            return False
         d = differential(p, cap)
         return d.complete and not d.agrees
 
@@ -58,7 +63,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=900)
     ap.add_argument("--cap", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--minimize-per-focus", type=int, default=6)
+    ap.add_argument("--minimize-per-focus", type=int, default=3)
+    ap.add_argument("--minimize-seconds", type=float, default=20, help="per mismatch")
     ap.add_argument("--out", default="grammar-stress.json")
     args = ap.parse_args()
 
@@ -95,7 +101,8 @@ def main() -> None:
                         figures["outcomes_only_under_dpor"] += 1
                     if minimized_done[focus] < args.minimize_per_focus:
                         minimized_done[focus] += 1
-                        small = minimize(prog, _unsound(args.cap))
+                        deadline = time.monotonic() + args.minimize_seconds
+                        small = minimize(prog, _unsound(args.cap, deadline))
                         g = groups.setdefault(
                             _culprit(small), {"count": 0, "reproducer": None, "size": 1 << 30}
                         )
@@ -120,6 +127,26 @@ def main() -> None:
                 errors.append(repr(prog) + "\n" + traceback.format_exc())
         if n % 100 == 0:
             print(f"[{time.monotonic() - started:.0f}s] {dict(figures)}", file=sys.stderr)
+            _write(
+                args, started, figures, by_focus, semantic_by_focus, groups, semantic_groups, errors
+            )
+    report = _write(
+        args, started, figures, by_focus, semantic_by_focus, groups, semantic_groups, errors
+    )
+    print(json.dumps({k: report[k] for k in report if k != "minimized_groups"}, indent=2))
+
+
+def _write(
+    args: Any,
+    started: float,
+    figures: Counter[str],
+    by_focus: Counter[str],
+    semantic_by_focus: Counter[str],
+    groups: dict[str, Any],
+    semantic_groups: dict[str, Any],
+    errors: list[str],
+) -> dict[str, Any]:
+    """Writes the report so far (a run cut short keeps its figures)."""
     report = {
         "seconds": round(time.monotonic() - started),
         "seed": args.seed,
@@ -132,7 +159,7 @@ def main() -> None:
         "errors": errors,
     }
     Path(args.out).write_text(json.dumps(report, indent=2))
-    print(json.dumps({k: report[k] for k in report if k not in ("minimized_groups",)}, indent=2))
+    return report
 
 
 if __name__ == "__main__":
