@@ -70,10 +70,12 @@ def run_c_bench(row_seconds: float, quick: bool) -> int:
 
 
 def load(k: int) -> Any:
-    from chaossloth import pipeline
+    from chaossloth import scenario
+    from chaossloth.config import Config
 
-    return pipeline.load(
-        str(SEED), cls="MultiResourceServer", method="handle_request", tasks=k, args="'audit'"
+    return scenario.load(
+        str(SEED),
+        Config(cls="MultiResourceServer", method="handle_request", tasks=k, args="'audit'"),
     )
 
 

@@ -27,28 +27,26 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ns = ap.parse_args()
-    from chaossloth import pipeline
+    from chaossloth import pipeline, scenario
+    from chaossloth.config import Config
 
     t0 = time.perf_counter()
-    program = pipeline.load(
+    program = scenario.load(
         str(ROOT / "examples" / "multi_resource.py"),
-        cls="MultiResourceServer",
-        method="handle_request",
-        args="'audit'",
+        Config(cls="MultiResourceServer", method="handle_request", args="'audit'"),
     )
     load_s = time.perf_counter() - t0
     per_stage: dict[str, list[float]] = {}
     totals: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(ns.repeat):
-            opts = pipeline.Options(
+            opts = Config(
                 schedule_out=str(Path(tmp) / f"s{i}.json"),
                 json_path=str(Path(tmp) / f"r{i}.json"),
                 mermaid_path=str(Path(tmp) / f"m{i}.mmd"),
-                full=True,
             )
             t = time.perf_counter()
-            res = pipeline.run(program, opts, None)
+            res = pipeline.run(program, opts, None, full=True)
             totals.append(time.perf_counter() - t)
             if res.hazard != "lost-update":
                 print(f"unexpected result: {res.verdict} {res.hazard}", file=sys.stderr)

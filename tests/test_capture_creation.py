@@ -176,9 +176,8 @@ def test_newcall_behaves_like_the_call(recording: Any) -> None:
     assert _core.new(p, 0) is p
 
 
+@pytest.mark.parametrize("recording", [True], indirect=True, ids=["recording"])
 def test_fresh_objects_are_recorded_once(recording: Any) -> None:
-    if recording is None:
-        pytest.skip("nothing is recorded without an explorer")
     before = _core.hooks_stats()["recorded"]
     x = _core.new([], 0)
     _core.newcall(Plain, 0, 1)

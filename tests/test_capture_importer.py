@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from chaossloth.capture import InputError, install, load_file, uninstall
+from chaossloth.capture import install, load_file, uninstall
+from chaossloth.errors import InputError
 
 
 def test_load_file_instruments_and_keeps_lines(tmp_path: Path) -> None:

@@ -6,19 +6,34 @@ import io
 import re
 
 from chaossloth import report as rp
+from chaossloth.stages import STAGES
 
 
 def test_stage_lines_have_the_seed_form() -> None:
     out = io.StringIO()
-    pr = rp.StagePrinter(out)
+    pr = rp.StagePrinter(out, [(s.name, s.title) for s in STAGES])
     with pr.stage("capture"):
         pr.say("12 steps")
     pr.skipped("synthesis", "not implemented yet")
     lines = out.getvalue().splitlines()
-    assert re.fullmatch(r"\[1/8\] Capture event-loop telemetry \.{3,} \d+\.\d\ds", lines[0])
+    assert re.fullmatch(
+        r"\[1/8\] Capture: record two default-order runs \.{3,} \d+\.\d\ds", lines[0]
+    )
     assert lines[1].strip() == "12 steps"
     assert lines[2].startswith("[6/8] Synthesize ordered locks") and "not implemented" in lines[2]
     assert [t.name for t in pr.times] == ["capture"]
+
+
+def test_a_stage_that_reruns_another_says_so() -> None:
+    out = io.StringIO()
+    pr = rp.StagePrinter(out, [(s.name, s.title) for s in STAGES])
+    with pr.stage("collision window"):
+        pr.rerun("collapse", "because")
+    with pr.stage("verdict"):
+        pass
+    assert "re-running stage 3 (collapse): because" in out.getvalue()
+    assert [t.to_json().get("reran") for t in pr.times] == ["collapse", None]
+    assert pr.times[0].to_json()["note"] == "because"
 
 
 def test_hazard_mapping() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from conftest import DEADLOCK_PROGRAM
 
-from chaossloth import pipeline
+from chaossloth import diagnosis, pipeline, scenario, stages
+from chaossloth.config import Config
 
 JOINED = """\
 import asyncio
@@ -57,8 +58,8 @@ async def main():
 def _check(tmp_path: Path, src: str) -> pipeline.Result:
     p = tmp_path / "prog.py"
     p.write_text(textwrap.dedent(src))
-    program = pipeline.load(str(p), scenario="main")
-    opts = pipeline.Options(telemetry=False, schedule_out=str(tmp_path / "s.json"))
+    program = scenario.load(str(p), Config(scenario="main"))
+    opts = Config(telemetry=False, schedule_out=str(tmp_path / "s.json"))
     return pipeline.run(program, opts, None)
 
 
@@ -85,10 +86,12 @@ def test_sibling_lost_update_is_kept(tmp_path: Path) -> None:
 
 
 def test_pipeline_uses_no_private_runner_names() -> None:
-    src = Path(pipeline.__file__).read_text(encoding="utf-8")
+    files = [Path(pipeline.__file__), Path(diagnosis.__file__)]
+    files += sorted(Path(stages.__file__).parent.glob("*.py"))
     private = {
         node.attr
-        for node in ast.walk(ast.parse(src))
+        for f in files
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8")))
         if isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
         and node.value.id == "runner"
@@ -112,7 +115,7 @@ def test_deadlock_cycle_names_locks_by_their_source_names(tmp_path: Path) -> Non
 
 
 def test_waited_name() -> None:
-    assert pipeline._waited_name("Lock.acquire() on self.locks['a'] (locked)") == "self.locks['a']"
-    assert pipeline._waited_name("Event.wait() on ev (never set)") == "ev"
-    assert pipeline._waited_name("Lock.acquire() on an unnamed Lock at 0x7f (locked)") is None
-    assert pipeline._waited_name("its TaskGroup's tasks to finish (none left)") is None
+    assert diagnosis._waited_name("Lock.acquire() on self.locks['a'] (locked)") == "self.locks['a']"
+    assert diagnosis._waited_name("Event.wait() on ev (never set)") == "ev"
+    assert diagnosis._waited_name("Lock.acquire() on an unnamed Lock at 0x7f (locked)") is None
+    assert diagnosis._waited_name("its TaskGroup's tasks to finish (none left)") is None

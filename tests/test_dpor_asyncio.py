@@ -47,7 +47,6 @@ SETTINGS = settings(
 
 _DIR = Path(tempfile.mkdtemp(prefix="chaossloth-gen-"))
 _COUNTER = itertools.count()
-STATS = {"programs": 0, "exhaustive_executions": 0, "dpor_executions": 0, "incomplete": 0}
 
 
 def load(prog: Program) -> Any:
@@ -186,13 +185,8 @@ def test_dpor_reaches_exactly_the_outcomes_of_exhaustive(prog: Program) -> None:
 def _check_dpor_against_exhaustive(prog: Program) -> None:
     mod = load(prog)
     ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP)
-    if not ex_res.complete:
-        STATS["incomplete"] += 1
     assume(ex_res.complete)
     dp_outs, dp_res = outcomes(mod, "dpor", max_executions=EXHAUSTIVE_CAP)
-    STATS["programs"] += 1
-    STATS["exhaustive_executions"] += ex_res.executions
-    STATS["dpor_executions"] += dp_res.executions
     assert dp_res.complete, f"dpor did not complete within {EXHAUSTIVE_CAP}:\n{prog.source()}"
     assert dp_outs == ex_outs, _mismatch(prog, "dpor", dp_outs, "exhaustive", ex_outs)
     assert dp_res.executions <= ex_res.executions
@@ -207,15 +201,13 @@ def test_dpor_reaches_exactly_the_outcomes_of_exhaustive_with_asyncio_machinery(
     _check_dpor_against_exhaustive(prog)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="sound, but a few asyncio programs get one trace explored twice: a step's accesses "
-    "depend on what it reads in the same step (`for t in tasks: await t`), and DPOR predicts a "
-    "reversed step from its earlier run (see tests/c/test_dpor.c, CS_DPOR_STRICT_AWAIT)",
-)
 @SETTINGS
 @given(programs(rw_only=True))
 def test_dpor_explores_one_execution_per_trace(prog: Program) -> None:
+    """Optimality on read/write programs.  The derandomized examples CI draws pass; a wider
+    search (CHAOSSLOTH_SOUNDNESS_RANDOM=1, more examples) finds programs where one trace is
+    explored twice -- a known optimality defect, pinned below by
+    test_two_readers_and_a_sleeper_take_one_execution_per_trace."""
     mod = load(prog)
     ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP, count_traces=True)
     assume(ex_res.complete)
@@ -229,9 +221,18 @@ def test_dpor_explores_one_execution_per_trace(prog: Program) -> None:
     assert dp_res.distinct_traces == dp_res.executions  # no trace explored twice
 
 
-def test_stats_line() -> None:
-    """Prints what the properties checked in this session (visible with -s)."""
-    print(f"soundness: {STATS}")
+@pytest.mark.xfail(
+    strict=True,
+    reason="optimality defect: DPOR runs 7 executions for these 6 traces (sound: same outcomes)",
+)
+def test_two_readers_and_a_sleeper_take_one_execution_per_trace() -> None:
+    prog = Program(workers=[[("read_attr", "x")], [("read_attr", "x")], [("sleep0",)]])
+    mod = load(prog)
+    ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP, count_traces=True)
+    dp_outs, dp_res = outcomes(mod, "dpor", max_executions=EXHAUSTIVE_CAP, count_traces=True)
+    assert ex_res.complete and dp_res.complete
+    assert dp_outs == ex_outs
+    assert dp_res.executions == ex_res.distinct_traces
 
 
 # ------------------------------------------------------------------ clock advances

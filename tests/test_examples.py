@@ -105,7 +105,7 @@ def test_bug_found_classified_and_replayed(
     text = diagram.read_text()
     assert text.startswith("sequenceDiagram") and "participant" in text
     # the stages are printed with their timings, in the seed's form
-    assert "[1/8] Capture event-loop telemetry" in r.stdout
+    assert "[1/8] Capture: record two default-order runs" in r.stdout
     assert "[8/8] Verdict" in r.stdout
 
     again = cli("replay", str(sched), "--repeat", "10", cwd=tmp_path)

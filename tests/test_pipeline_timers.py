@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES
 
-from chaossloth import jitter, pipeline
+from chaossloth import jitter, pipeline, scenario
+from chaossloth.config import Config
 
 FLAKY = str(EXAMPLES / "flaky_inventory.py")
 
@@ -41,11 +42,14 @@ def test_stock_loop_failures_trigger_relaxed_exploration(
 ) -> None:
     monkeypatch.setattr(jitter, "measure", _fake_telemetry(failures))
     monkeypatch.chdir(tmp_path)
-    program = pipeline.load(FLAKY, scenario="last_item")
+    program = scenario.load(FLAKY, Config(scenario="last_item"))
     out = io.StringIO()
-    res = pipeline.run(program, pipeline.Options(max_executions=200), out)
+    res = pipeline.run(program, Config(max_executions=200), out)
     assert res.verdict == verdict, out.getvalue()
     assert res.to_json()["timers"] == timers
+    reran = {s["name"]: s.get("reran") for s in res.to_json()["stages"]}
+    assert reran["collision window"] == ("collapse" if verdict == "fail" else None)
     if verdict == "fail":
         assert res.hazard == "check-then-act"
         assert "exploring again with relaxed timers" in out.getvalue()
+        assert "re-running stage 3 (collapse)" in out.getvalue()

@@ -3,13 +3,14 @@ clock drives the line), and its wiring into `chaossloth check`."""
 
 from __future__ import annotations
 
-import argparse
+import inspect
 import io
 from pathlib import Path
 
 import pytest
 
-from chaossloth import cli, pipeline
+from chaossloth import cli, pipeline, runner, scenario
+from chaossloth.config import Config
 from chaossloth.progress import (
     ClearingWriter,
     ProgressLine,
@@ -209,9 +210,7 @@ def test_clearing_writer_clears_before_output() -> None:
 
 
 def test_driven_by_a_real_exploration() -> None:
-    from chaossloth import runner
-
-    program = pipeline.load(SEED, scenario="two_requests")
+    program = scenario.load(SEED, Config(scenario="two_requests"))
     s = Term()
     ticks = iter(range(10_000))
     line = ProgressLine(s, clock=lambda: float(next(ticks)), width=200, delay=0.0, min_interval=0)
@@ -226,30 +225,28 @@ def test_driven_by_a_real_exploration() -> None:
 # ------------------------------------------------------------------ the CLI
 
 
-def _ns(quiet: bool = False) -> argparse.Namespace:
-    return argparse.Namespace(quiet=quiet)
+def _ns(quiet: bool = False) -> Config:
+    return Config(quiet=quiet)
 
 
 def test_cli_no_line_when_stderr_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stderr", Term(tty=False))
-    assert cli._progress_line(pipeline, _ns()) is None
+    assert cli._progress_line(_ns()) is None
 
 
 def test_cli_no_line_with_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stderr", Term(tty=True))
     monkeypatch.delenv("TERM", raising=False)
-    assert cli._progress_line(pipeline, _ns(quiet=True)) is None
+    assert cli._progress_line(_ns(quiet=True)) is None
 
 
 def test_cli_line_on_a_terminal_when_the_pipeline_takes_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import dataclasses
-
     monkeypatch.setattr("sys.stderr", Term(tty=True))
     monkeypatch.delenv("TERM", raising=False)
-    takes = "progress" in {f.name for f in dataclasses.fields(pipeline.Options)}
-    line = cli._progress_line(pipeline, _ns())
+    takes = "progress" in inspect.signature(pipeline.run).parameters
+    line = cli._progress_line(_ns())
     assert (line is not None) == takes
     if line is not None:
         assert isinstance(line, ProgressLine) and line.enabled

@@ -14,18 +14,22 @@ Exit codes: 0 no failing schedule, 1 failing schedule found (replay: the failure
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from chaossloth import __version__, config, pipeline, replay, scenario, trace_cmd
+from chaossloth.config import Config
+from chaossloth.errors import InputError
+from chaossloth.progress import ClearingWriter, ProgressLine, is_terminal
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_INPUT = 2
 EXIT_INTERNAL = 3
 
-STRATEGIES = ("auto", "dpor", "pct", "pos", "random", "fifo")
-SUBCOMMANDS = ("check", "replay", "trace", "fix")
 
 _DESCRIPTION = (
     "Deterministic concurrency verification for asyncio: explore the schedules of a workload, "
@@ -73,109 +77,56 @@ def _seconds(text: str) -> float:
     return v
 
 
+#: argparse metavars of the check options (the rest: argparse's default)
+_METAVARS = {
+    "scenario": "NAME",
+    "cls": "CLASS",
+    "method": "METHOD",
+    "tasks": "K",
+    "args": "LITERAL",
+    "init_args": "LITERAL",
+    "invariant": "NAME",
+    "max_executions": "N",
+    "time_limit": "SECONDS",
+    "max_steps": "N",
+    "seed": "SEED",
+    "json_path": "PATH",
+    "mermaid_path": "PATH",
+    "schedule_out": "PATH",
+}
+_GROUP_TITLES = {"program": "what to run", "exploration": "exploration", "output": "output"}
+_SHORT = {"quiet": "-q"}
+
+
 def _add_check_options(p: argparse.ArgumentParser) -> None:
+    """FILE and one argument per option of config.Config that has a flag: its flag, default
+    and help come from the Config field; its argparse type from the field's type."""
     p.add_argument("file", metavar="FILE", help="the Python file with the code under test")
-    w = p.add_argument_group("what to run")
-    w.add_argument(
-        "--scenario",
-        metavar="NAME",
-        help="an async def with no parameters in FILE that runs concurrent work",
-    )
-    w.add_argument("--cls", metavar="CLASS", help="a class in FILE (with --method)")
-    w.add_argument(
-        "--method",
-        metavar="METHOD",
-        help="an async method of CLASS, called concurrently --tasks times",
-    )
-    w.add_argument(
-        "--tasks",
-        metavar="K",
-        type=_positive_int,
-        default=2,
-        help="concurrent calls of METHOD (default 2)",
-    )
-    w.add_argument(
-        "--args",
-        metavar="LITERAL",
-        help="arguments of each call, a Python literal: \"'audit'\" or \"('a', 1)\"",
-    )
-    w.add_argument(
-        "--init-args",
-        metavar="LITERAL",
-        dest="init_args",
-        help="arguments of CLASS(...), a Python literal",
-    )
-    w.add_argument(
-        "--invariant",
-        metavar="NAME",
-        help="a function in FILE taking the object; it must hold after the calls",
-    )
-    e = p.add_argument_group("exploration")
-    e.add_argument(
-        "--strategy",
-        choices=STRATEGIES,
-        default="auto",
-        help="auto (default): dpor within the budget, then sampling (pct)",
-    )
-    e.add_argument(
-        "--max-executions",
-        metavar="N",
-        type=_positive_int,
-        dest="max_executions",
-        help="stop after N executions (default: no limit; the time limit applies)",
-    )
-    e.add_argument(
-        "--time-limit",
-        metavar="SECONDS",
-        type=_seconds,
-        dest="time_limit",
-        help="wall-time budget of the exploration (default 10)",
-    )
-    e.add_argument(
-        "--max-steps",
-        metavar="N",
-        type=_positive_int,
-        dest="max_steps",
-        default=10000,
-        help="steps per execution before it counts as a livelock",
-    )
-    e.add_argument(
-        "--seed", type=_seed, default=0, help="seed of the sampling strategies (default 0)"
-    )
-    e.add_argument(
-        "--timers",
-        choices=("strict", "relaxed"),
-        default="strict",
-        help="strict: timers fire in deadline order; relaxed: any pending timer "
-        "may fire at any point",
-    )
-    e.add_argument(
-        "--no-stop-on-failure",
-        action="store_false",
-        dest="stop_on_failure",
-        help="keep exploring after a failure and count the failing schedules",
-    )
-    e.add_argument(
-        "--no-telemetry",
-        action="store_false",
-        dest="telemetry",
-        help="skip stage 4 (stock-loop failure rate and collision window)",
-    )
-    o = p.add_argument_group("output")
-    o.add_argument("--json", metavar="PATH", dest="json_path", help="write the JSON report")
-    o.add_argument(
-        "--mermaid",
-        metavar="PATH",
-        dest="mermaid_path",
-        help="write the failing schedule as a Mermaid sequence diagram",
-    )
-    o.add_argument(
-        "--schedule-out",
-        metavar="PATH",
-        dest="schedule_out",
-        help="where to write the failing schedule (default .chaossloth/...)",
-    )
-    o.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+    groups = {g: p.add_argument_group(_GROUP_TITLES[g]) for g in config.GROUPS}
+    for f in dataclasses.fields(Config):
+        flag = f.metadata["flag"]
+        if flag is None:
+            continue
+        flags = [_SHORT[f.name], flag] if f.name in _SHORT else [flag]
+        kw: dict[str, Any] = {"dest": f.name, "help": f.metadata["help"]}
+        if f.type == "bool":
+            # a flag that turns the default off (--no-telemetry) or on (--quiet)
+            kw["action"] = "store_false" if f.default else "store_true"
+        else:
+            kw["default"] = f.default
+            kw["metavar"] = _METAVARS.get(f.name)
+            if f.metadata["choices"] is not None:
+                kw["choices"] = f.metadata["choices"]
+                kw["metavar"] = None
+            elif f.name == "seed":
+                kw["type"] = _seed
+            elif f.type in ("int", "int | None"):
+                kw["type"] = _positive_int
+            elif f.type == "float | None":
+                kw["type"] = _seconds
+            if f.default is not None:
+                kw["help"] += f" (default {f.default})"
+        groups[f.metadata["group"]].add_argument(*flags, **kw)
 
 
 def _check_parser(prog: str, full: bool) -> argparse.ArgumentParser:
@@ -195,8 +146,6 @@ def _err(msg: str) -> None:
 
 
 def _cmd_check(argv: Sequence[str], full: bool) -> int:
-    from chaossloth import pipeline
-
     prog = "chaossloth" if full else "chaossloth check"
     parser = _check_parser(prog, full)
     ns = parser.parse_args(list(argv))
@@ -205,48 +154,21 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
             "--invariant takes the object of a --cls/--method workload; a --scenario "
             "asserts what must hold itself"
         )
-    program = pipeline.load(
-        ns.file,
-        scenario=ns.scenario,
-        cls=ns.cls,
-        method=ns.method,
-        tasks=ns.tasks,
-        args=ns.args,
-        init_args=ns.init_args,
-    )
-    line = _progress_line(pipeline, ns)
-    extra: dict[str, object] = {} if line is None else {"progress": line}
-    opts = pipeline.Options(
-        strategy=ns.strategy,
-        max_executions=ns.max_executions,
-        time_limit=ns.time_limit
-        if ns.time_limit is not None
-        else (None if ns.max_executions else pipeline.DEFAULT_TIME_LIMIT),
-        max_steps=ns.max_steps,
-        seed=ns.seed,
-        timers=ns.timers,
-        stop_on_failure=ns.stop_on_failure,
-        invariant=ns.invariant,
-        json_path=ns.json_path,
-        mermaid_path=ns.mermaid_path,
-        schedule_out=ns.schedule_out,
-        telemetry=ns.telemetry,
-        full=full,
-        **extra,  # type: ignore[arg-type]
-    )
-    out: Any = None if ns.quiet else sys.stdout
+    cfg = Config(**{name: getattr(ns, name) for name in config.NAMES if config.flag_of(name)})
+    program = scenario.load(ns.file, cfg)
+    line = _progress_line(cfg)
+    out: Any = None if cfg.quiet else sys.stdout
     if line is not None:
-        line.budget = (opts.max_executions, opts.time_limit)  # the whole budget, not a phase's
-    if line is not None and out is not None:
-        from chaossloth.progress import ClearingWriter
-
-        out = ClearingWriter(out, line)
+        # the whole budget, not a phase's
+        line.budget = (cfg.max_executions, cfg.time_budget())
+        if out is not None:
+            out = ClearingWriter(out, line)
     try:
-        res = pipeline.run(program, opts, out)
+        res = pipeline.run(program, cfg, out, full=full, progress=line)
     finally:
         if line is not None:
             line.close()
-    if ns.quiet:
+    if cfg.quiet:
         if res.failed:
             print(f"FAIL {res.hazard}: {res.schedule_file}")
         else:
@@ -254,23 +176,14 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
     return EXIT_FAIL if res.failed else EXIT_PASS
 
 
-def _progress_line(pipeline: Any, ns: argparse.Namespace) -> Any:
-    """The progress line of stage 3 on stderr: only on a terminal, not with --quiet, and only
-    if the pipeline passes `Options.progress` on to runner.explore."""
-    import dataclasses
-
-    from chaossloth.progress import ProgressLine, is_terminal
-
-    if ns.quiet or not is_terminal(sys.stderr):
-        return None
-    if "progress" not in {f.name for f in dataclasses.fields(pipeline.Options)}:
+def _progress_line(cfg: Config) -> ProgressLine | None:
+    """The progress line of stage 3 on stderr: only on a terminal, and not with --quiet."""
+    if cfg.quiet or not is_terminal(sys.stderr):
         return None
     return ProgressLine(sys.stderr, enabled=True)
 
 
 def _cmd_replay(argv: Sequence[str]) -> int:
-    from chaossloth import pipeline
-
     p = argparse.ArgumentParser(
         prog="chaossloth replay",
         description="Re-execute a failing schedule. Exit 1: the failure reproduces; 0: the "
@@ -292,20 +205,15 @@ def _cmd_replay(argv: Sequence[str]) -> int:
     )
     ns = p.parse_args(list(argv))
     try:
-        return pipeline.replay_file(
+        return replay.replay_file(
             ns.schedule, sys.stdout, mermaid_path=ns.mermaid_path, repeat=ns.repeat
         )
-    except pipeline.ScheduleMismatch as exc:
+    except replay.ScheduleMismatch as exc:
         _err(str(exc))
         return EXIT_INPUT
 
 
 def _cmd_trace(argv: Sequence[str]) -> int:
-    try:
-        from chaossloth import trace_cmd
-    except ImportError:
-        _err("chaossloth trace is not available in this build")
-        return EXIT_INPUT
     return int(trace_cmd.main(list(argv)))
 
 
@@ -344,15 +252,11 @@ def _silence_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    from chaossloth.errors import InputError
-
     try:
         if not args or args[0] in ("-h", "--help"):
             sys.stdout.write(_top_help())
             return EXIT_PASS if args else EXIT_INPUT
         if args[0] == "--version":
-            from chaossloth import __version__
-
             print(f"chaossloth {__version__}")
             return EXIT_PASS
         cmd = args[0]
@@ -382,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err("the workload recursed too deeply")
         return EXIT_INPUT
     except Exception as exc:
-        if os.environ.get("CHAOSSLOTH_DEBUG"):
+        if config.debug():
             raise
         _err(
             f"internal error: {type(exc).__name__}: {exc} "

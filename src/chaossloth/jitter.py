@@ -48,6 +48,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaossloth import _core
+from chaossloth.config import DEFAULTS
+
 Trial = Callable[[], Awaitable[Any]]
 """A zero-argument async function: one run of the workload; it raises when the run fails."""
 
@@ -378,13 +381,11 @@ def measure(
     *,
     judge: Judge | None = None,
     seed: int = 0,
-    budget: float = 0.25,
+    budget: float = DEFAULTS.telemetry_budget,
     max_runs: int = 200,
     sweep: int = 40,
 ) -> Telemetry:
     """Stage 4: natural failure rate, then the collision-window sweep, within ``budget`` seconds."""
-    from chaossloth import _core
-
     t0 = time.perf_counter()
     tel = Telemetry()
     rng = random.Random(seed)

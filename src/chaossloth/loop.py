@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import os
 import sys
 import threading
 import traceback
@@ -38,10 +37,9 @@ import warnings
 import weakref
 from asyncio import coroutines, events, futures, tasks
 from collections.abc import Callable, Coroutine
-from types import FrameType
 from typing import Any, TypeVar
 
-from chaossloth import _core, compat
+from chaossloth import _core, compat, deadlock
 from chaossloth.errors import (
     DeadlockError,
     InputError,
@@ -56,8 +54,6 @@ __all__ = ["ControlledLoop", "EventLoopPolicy", "new_event_loop", "run"]
 logger = logging.getLogger("asyncio")  # stock loops log to this logger
 
 _T = TypeVar("_T")
-_ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
-_OUR_DIR = os.path.dirname(__file__) + os.sep
 _TIMER_MODES = ("strict", "relaxed")
 _RUN_STOPPED, _RUN_IDLE, _RUN_FOREIGN = 0, 1, 2
 
@@ -547,11 +543,11 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         task's actor and has a namer, else "task 'Task-3' (coro())"."""
         namer = self._cs_namer
         if namer is None:
-            return _task_label
+            return deadlock.task_label
         try:
             actor_of = {id(v): a for a, v in self._cs_actors().items() if asyncio.isfuture(v)}
         except Exception:  # noqa: BLE001 - no actor table: asyncio names will do
-            return _task_label
+            return deadlock.task_label
 
         def label(t: Any) -> str:
             a = actor_of.get(id(t))
@@ -560,7 +556,7 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
                     return namer(a)
                 except Exception:  # noqa: BLE001, S110 - a name is not worth a crash
                     pass
-            return _task_label(t)
+            return deadlock.task_label(t)
 
         return label
 
@@ -578,7 +574,7 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
                 return f"Task {info!r} (finished)"
             return f"callback {info}"
         if info is not None:
-            return f"Task {info.get_name()!r} ({_coro_name(info)})"
+            return f"Task {info.get_name()!r} ({deadlock.coro_name(info)})"
         ex = self._cs_explorer
         if ex is None:
             return f"actor {actor}"
@@ -630,30 +626,7 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
 
     def _deadlock_error(self) -> DeadlockError:
         pending = [t for t in self._cs_tasks_in_order() if not t.done()]
-        blocked: list[tuple[str, str | None, str]] = []
-        lines = []
-        label = self._cs_task_labeller()
-        for t in pending:
-            name = t.get_name()
-            site = _suspension_site(t)
-            what = _waits_for(t, pending, label)
-            blocked.append((name, site, what))
-            where = f"suspended at {site}" if site else "not started"
-            lines.append(f"  - {label(t)} {where}, waiting for {what}")
-        if not pending:
-            msg = (
-                "deadlock: nothing can run (no callback ready, no timer pending) and no task is "
-                "left, but the awaited future was never completed and loop.stop() was not "
-                "called."
-            )
-        else:
-            n = len(pending)
-            msg = (
-                "deadlock: nothing can run (no callback ready, no timer pending) while "
-                f"{n} task{'s' if n != 1 else ''} still wait{'s' if n == 1 else ''}:\n"
-                + "\n".join(lines)
-            )
-        return DeadlockError(msg, blocked, pending)
+        return deadlock.deadlock_error(pending, self._cs_task_labeller())
 
 
 for _name, _what in _UNSUPPORTED.items():
@@ -661,205 +634,11 @@ for _name, _what in _UNSUPPORTED.items():
 del _name, _what
 
 
-# ------------------------------------------------------------------ deadlock helpers
+# ------------------------------------------------------------------ helpers
 
 
 def _callback_name(cb: Any) -> str:
     return str(getattr(cb, "__qualname__", None) or getattr(cb, "__name__", None) or repr(cb))
-
-
-def _coro_name(task: Any) -> str:
-    try:
-        coro = task.get_coro()
-    except AttributeError:
-        return "?"
-    name = getattr(coro, "__qualname__", None) or type(coro).__name__
-    return f"{name}()"
-
-
-def _coro_frames(task: Any) -> list[FrameType]:
-    """The frames of a task's await chain, outermost first."""
-    frames = []
-    obj = getattr(task, "_coro", None) or task.get_coro()
-    for _ in range(64):
-        frame = getattr(obj, "cr_frame", None) or getattr(obj, "gi_frame", None)
-        if frame is None:
-            break
-        frames.append(frame)
-        nxt = getattr(obj, "cr_await", None)
-        if nxt is None:
-            nxt = getattr(obj, "gi_yieldfrom", None)
-        if nxt is None and frame.f_code.co_filename.startswith(_OUR_DIR):
-            # capture.sync drives the primitive's own coroutine by hand (no `yield from`)
-            nxt = frame.f_locals.get("coro")
-        if nxt is None:
-            break
-        obj = nxt
-    return frames
-
-
-def _is_internal(frame: FrameType) -> bool:
-    f = frame.f_code.co_filename
-    return f.startswith((_ASYNCIO_DIR, _OUR_DIR))
-
-
-def _suspension_site(task: Any) -> str | None:
-    frames = _coro_frames(task)
-    if not frames:
-        return None
-    user = [f for f in frames if not _is_internal(f)]
-    f = (user or frames)[-1]
-    return f"{f.f_code.co_filename}:{f.f_lineno}"
-
-
-_PRIMITIVES: tuple[type, ...] = (
-    asyncio.Lock,
-    asyncio.Event,
-    asyncio.Condition,
-    asyncio.Semaphore,
-    asyncio.Barrier,
-    asyncio.Queue,
-)
-
-
-def _name_in(obj: Any, frames: list[FrameType]) -> str | None:
-    """A source-level name for ``obj`` seen from the user's frames (innermost first): a local,
-    an attribute of a local (``self.lock``), an item of a dict or list held in one of those
-    (``self.locks['a']``, ``locks[0]``), or a global (or an item of one)."""
-    for frame in reversed(frames):
-        if _is_internal(frame):
-            continue
-        local_items = list(frame.f_locals.items())
-        for k, v in local_items:
-            if v is obj:
-                return k
-        attrs: list[tuple[str, Any]] = []
-        for k, v in local_items:
-            d = getattr(v, "__dict__", None)
-            if isinstance(d, dict):
-                for ak, av in list(d.items()):
-                    if av is obj:
-                        return f"{k}.{ak}"
-                    attrs.append((f"{k}.{ak}", av))
-        for k, v in [*local_items, *attrs]:
-            sub = _subscript_of(v, obj)
-            if sub is not None:
-                return k + sub
-        global_items = list(frame.f_globals.items())
-        for k, v in global_items:
-            if v is obj:
-                return k
-        for k, v in global_items:
-            sub = _subscript_of(v, obj)
-            if sub is not None:
-                return k + sub
-    return None
-
-
-_SCAN_ITEMS = 1000  # items looked at per container: naming must stay cheap on big ones
-
-
-def _subscript_of(container: Any, obj: Any) -> str | None:
-    """``[key]`` if ``container`` (a dict, list or tuple) holds ``obj``, else None.  A key is
-    shown by its repr when that is short (strings, numbers, tuples of them)."""
-    if isinstance(container, dict):
-        for n, (key, value) in enumerate(list(container.items())):
-            if n >= _SCAN_ITEMS:
-                break
-            if value is obj:
-                text = _key_repr(key)
-                return f"[{text}]" if text is not None else "[...]"
-    elif isinstance(container, (list, tuple)):
-        for i, value in enumerate(container[:_SCAN_ITEMS]):
-            if value is obj:
-                return f"[{i}]"
-    return None
-
-
-def _key_repr(key: Any) -> str | None:
-    if isinstance(key, (str, int, float, bool, bytes, tuple)) or key is None:
-        try:
-            text = repr(key)
-        except Exception:  # noqa: BLE001 - a tuple of odd objects: leave the key out
-            return None
-        return text if len(text) <= 40 else None
-    return None
-
-
-def _primitive_state(obj: Any) -> str:
-    if isinstance(obj, asyncio.Lock):
-        return "locked" if obj.locked() else "unlocked"
-    if isinstance(obj, asyncio.Event):
-        return "set" if obj.is_set() else "never set"
-    if isinstance(obj, asyncio.Semaphore):
-        return f"value {obj._value}"
-    if isinstance(obj, asyncio.Barrier):
-        return f"{obj.n_waiting}/{obj.parties} waiting"
-    if isinstance(obj, asyncio.Queue):
-        return f"{obj.qsize()} item(s), maxsize {obj.maxsize}"
-    if isinstance(obj, asyncio.Condition):
-        return "its lock " + ("locked" if obj.locked() else "unlocked")
-    return ""
-
-
-def _task_label(t: Any) -> str:
-    return f"task {t.get_name()!r} ({_coro_name(t)})"
-
-
-def _is_task(obj: Any) -> bool:
-    """asyncio.Task, or the pure-Python Task the recording runs use (not its subclass)."""
-    return isinstance(obj, asyncio.Task) or (asyncio.isfuture(obj) and hasattr(obj, "get_coro"))
-
-
-def _waits_for(
-    task: Any,
-    others: list[Any] = (),  # type: ignore[assignment]
-    label: Callable[[Any], str] = _task_label,
-) -> str:
-    frames = _coro_frames(task)
-    for frame in frames:
-        if frame.f_code.co_filename.startswith(_OUR_DIR):
-            continue  # capture.sync's wrapper: the primitive's own method is further in
-        obj = frame.f_locals.get("self")
-        if isinstance(obj, _PRIMITIVES):
-            name = _name_in(obj, frames)
-            for other in others:  # e.g. a task made straight from ev.wait(): ask its creator
-                if name is None and other is not task:
-                    name = _name_in(obj, _coro_frames(other))
-            name = name or f"an unnamed {type(obj).__name__} at 0x{id(obj):x}"
-            state = _primitive_state(obj)
-            method = frame.f_code.co_name
-            if method == "__aenter__":
-                method = "acquire"  # `async with primitive:`
-            return f"{type(obj).__name__}.{method}() on {name}" + (f" ({state})" if state else "")
-        if isinstance(obj, asyncio.TaskGroup):
-            children = [t for t in getattr(obj, "_tasks", ()) if not t.done()]
-            labels = ", ".join(label(t) for t in children)
-            return f"its TaskGroup's tasks to finish ({labels or 'none left'})"
-    waiter = getattr(task, "_fut_waiter", None)
-    if waiter is None:
-        return "nothing it can be woken by (no pending future)"
-    if _is_task(waiter):
-        return f"{label(waiter)} to finish"
-    children = getattr(waiter, "_children", None)
-    if children is not None:
-        pending = [c for c in children if not c.done()]
-        labels = ", ".join(label(c) if _is_task(c) else "a Future" for c in pending)
-        return f"gather() of {len(children)} awaitables, unfinished: {labels or 'none'}"
-    for frame in frames:
-        code = frame.f_code
-        if code.co_filename.startswith(_ASYNCIO_DIR) and code.co_name in ("_wait", "wait"):
-            fs = frame.f_locals.get("fs")
-            if fs:
-                labels = ", ".join(
-                    label(f) if _is_task(f) else "a Future" for f in fs if not f.done()
-                )
-                return f"asyncio.wait() on: {labels}"
-    created = ""
-    stb = getattr(waiter, "_source_traceback", None)
-    if stb:
-        created = f" created at {stb[-1][0]}:{stb[-1][1]}"
-    return f"a {type(waiter).__name__}{created} that nothing completes"
 
 
 # ---------------------------------------------------------------------- entry points

@@ -9,29 +9,65 @@ Two ways in, both small:
   scenario (an ``async def`` with no parameters defined at module level) and returns the
   pipeline result when no schedule fails.
 
+Options are the exploration options of :class:`chaossloth.config.Config` (``strategy``,
+``max_executions``, ``time_limit``, ``max_steps``, ``seed``, ``timers``, ``stop_on_failure``,
+``telemetry``, ``telemetry_budget``); an unknown option or a bad value fails the test with one
+message.  Here ``telemetry`` defaults to False (stage 4's runs on the stock loop cost time that
+a test suite seldom wants).
+
 The scenario's file is loaded again through ChaosSloth's instrumentation (so its reads and writes
 are recorded), and the schedule file is written under ``<rootdir>/.chaossloth/`` (marker) or the
-test's ``tmp_path`` (fixture).  The plugin imports nothing from the engine until a test uses it, so loading it costs nothing.
+test's ``tmp_path`` (fixture).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-_OPTION_NAMES = ("strategy", "max_executions", "time_limit", "max_steps", "seed", "timers")
+from chaossloth import config as cfg
+from chaossloth import pipeline, scenario
+from chaossloth.errors import InputError
+
+OPTIONS = cfg.names_of("exploration")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "chaossloth(**options): explore the schedules of this async test with ChaosSloth "
-        "(options: strategy, max_executions, time_limit, max_steps, seed, timers)",
+        f"(options: {', '.join(OPTIONS)})",
     )
+
+
+def options_config(options: Mapping[str, Any], schedule_out: str | os.PathLike[str]) -> cfg.Config:
+    """The configuration of a marked test or a fixture call; an option that is not an
+    exploration option, or a bad value, is an InputError naming it."""
+    not_here = sorted(set(options) - set(OPTIONS))
+    if not_here:
+        raise InputError(
+            f"unknown chaossloth option(s): {', '.join(not_here)} (options: {', '.join(OPTIONS)})"
+        )
+    return cfg.DEFAULTS.replace(telemetry=False, schedule_out=str(schedule_out), **options)
+
+
+def check_function(fn: Callable[[], Any], config: cfg.Config) -> Any:
+    """Explores an ``async def`` scenario defined at module level in a file; returns the
+    pipeline's Result."""
+    if not inspect.iscoroutinefunction(fn):
+        raise InputError("a scenario must be an async def with no parameters")
+    path = inspect.getsourcefile(fn)
+    if path is None:
+        raise InputError(f"cannot find the source file of {fn.__qualname__}")
+    if "." in fn.__qualname__:
+        raise InputError(f"{fn.__qualname__}: a scenario must be defined at module level")
+    program = scenario.load(path, config.replace(scenario=fn.__name__))
+    return pipeline.run(program, config, None)
 
 
 class ChaosSlothFixture:
@@ -41,16 +77,13 @@ class ChaosSlothFixture:
         self.out_dir = out_dir
 
     def explore(self, scenario: Callable[[], Any], **options: Any) -> Any:
-        unknown = set(options) - set(_OPTION_NAMES)
-        if unknown:
-            raise TypeError(f"unknown chaossloth option(s): {', '.join(sorted(unknown))}")
-        from chaossloth import pipeline
-        from chaossloth.errors import InputError
-
         name = getattr(scenario, "__name__", "scenario")
-        schedule_out = self.out_dir / f"{name}.schedule.json"
         try:
-            result = pipeline.check_function(scenario, schedule_out=schedule_out, **options)
+            config = options_config(options, self.out_dir / f"{name}.schedule.json")
+        except InputError as exc:
+            pytest.fail(f"chaossloth: {exc}", pytrace=False)
+        try:
+            result = check_function(scenario, config)
         except InputError as exc:
             pytest.fail(f"ChaosSloth cannot explore {name}: {exc}", pytrace=False)
         if result.failed:
@@ -79,6 +112,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if inspect.signature(func).parameters:
         pytest.fail(
             "@pytest.mark.chaossloth tests take no arguments (the body is the scenario)",
+            pytrace=False,
+        )
+    if marker.args:
+        pytest.fail(
+            "@pytest.mark.chaossloth takes keyword options only "
+            f"({', '.join(OPTIONS)}), not {marker.args!r}",
             pytrace=False,
         )
     out_dir = Path(str(pyfuncitem.config.rootpath)) / ".chaossloth"

@@ -34,10 +34,13 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
+
+from chaossloth.errors import InputError
 
 HAZARDS = (
     "lost-update",
@@ -72,44 +75,54 @@ _CONDITION = re.compile(r"^\s*(if|elif|while|assert)\b")
 
 # ------------------------------------------------------------------ stages
 
-STAGES: tuple[tuple[str, str], ...] = (
-    ("capture", "Capture event-loop telemetry"),
-    ("alphabet", "Build the alphabet: events, resources, dependency"),
-    ("collapse", "Collapse equivalent schedules (explore)"),
-    ("collision window", "Estimate the collision window"),
-    ("diagnosis", "Diagnose the hazard"),
-    ("synthesis", "Synthesize ordered locks"),
-    ("adversarial replay", "Adversarial replay of the patch"),
-    ("verdict", "Verdict"),
-)
 _TITLE_WIDTH = 52
 
 
 @dataclass
 class StageTime:
+    """A stage that ran: its name, its wall time, and, when it re-ran another stage, which one
+    (``reran``) and why (``note``)."""
+
     name: str
     seconds: float
-    status: str = "ran"
+    reran: str | None = None
+    note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "seconds": round(self.seconds, 6)}
+        d: dict[str, Any] = {"name": self.name, "seconds": round(self.seconds, 6)}
+        if self.reran is not None:
+            d["reran"] = self.reran
+        if self.note is not None:
+            d["note"] = self.note
+        return d
 
 
 class StagePrinter:
-    """Prints "[i/8] Title ..... 0.41s" as each stage ends, then its detail lines."""
+    """Prints "[i/n] Title ..... 0.41s" as each stage ends, then its detail lines.  `stages`:
+    the (name, title) of every stage, in order."""
 
-    def __init__(self, out: TextIO | None) -> None:
+    def __init__(self, out: TextIO | None, stages: Sequence[tuple[str, str]]) -> None:
         self.out = out
+        self.stages = list(stages)
         self.times: list[StageTime] = []
         self._details: list[str] = []
+        self._rerun: tuple[str, str] | None = None
 
     def say(self, line: str) -> None:
         self._details.append(line)
 
+    def rerun(self, stage: str, note: str) -> None:
+        """The running stage runs `stage` again, for the reason `note` (said in the output
+        and kept in the stage's JSON entry)."""
+        self._rerun = (stage, note)
+        index = self._index(stage)
+        self.say(f"re-running stage {index + 1} ({stage}): {note}")
+
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        index = [s[0] for s in STAGES].index(name)
+        index = self._index(name)
         self._details = []
+        self._rerun = None
         t0 = time.perf_counter()
         try:
             yield
@@ -118,20 +131,24 @@ class StagePrinter:
             self._emit(index, "stopped")
             raise
         secs = time.perf_counter() - t0
-        self.times.append(StageTime(name, secs))
+        reran, note = self._rerun if self._rerun is not None else (None, None)
+        self.times.append(StageTime(name, secs, reran, note))
         self._emit(index, f"{secs:.2f}s")
 
     def skipped(self, name: str, why: str) -> None:
-        index = [s[0] for s in STAGES].index(name)
+        index = self._index(name)
         self._details = []
         self._emit(index, why)
+
+    def _index(self, name: str) -> int:
+        return [n for n, _ in self.stages].index(name)
 
     def _emit(self, index: int, tail: str) -> None:
         if self.out is None:
             return
-        title = STAGES[index][1]
+        title = self.stages[index][1]
         dots = "." * max(3, _TITLE_WIDTH - len(title))
-        self.out.write(f"[{index + 1}/{len(STAGES)}] {title} {dots} {tail}\n")
+        self.out.write(f"[{index + 1}/{len(self.stages)}] {title} {dots} {tail}\n")
         for line in self._details:
             self.out.write(f"      {line}\n")
         self.out.flush()
@@ -278,6 +295,19 @@ def word_finding(f: Finding) -> str:
 
 
 # ------------------------------------------------------------------ JSON
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes a file the user asked for (atomically: a temporary file, then a rename); an
+    unwritable path is an InputError."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + f".tmp{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the file ({exc.strerror or exc})") from None
 
 
 def write_json(report: dict[str, Any], path: str) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 from chaossloth import _core, compat
 from chaossloth import errors as _errors
 from chaossloth.capture import sync
+from chaossloth.config import DEFAULTS, Config
 from chaossloth.loop import ControlledLoop
 
 ScenarioFactory = Callable[[], Coroutine[Any, Any, Any]]
@@ -131,9 +132,6 @@ class ExecutionResult:
     @property
     def schedule(self) -> list[int]:
         return [s.actor for s in self.steps]
-
-    def actor_names(self) -> dict[int, str]:
-        return {s.actor: s.name for s in self.steps}
 
 
 @dataclass
@@ -314,14 +312,6 @@ class _Names:
                 self.descriptions[a] = _describe_callback(v)
 
 
-def _actor_of(obj: Any) -> int | None:
-    for attr in ("_cs_actor", "cs_actor", "_chaossloth_actor"):
-        v = getattr(obj, attr, None)
-        if isinstance(v, int):
-            return v
-    return None
-
-
 def _describe_callback(obj: Any) -> str:
     cb = getattr(obj, "_callback", obj)
     name = getattr(cb, "__qualname__", None) or getattr(cb, "__name__", None) or repr(cb)
@@ -356,27 +346,27 @@ def deviations_from_trace(trace: Sequence[Any]) -> int:
 # ------------------------------------------------------------------ one execution
 
 
-@dataclass
-class _Options:
-    max_steps: int
-    timers: str
-    oracle: Callable[[Any], Any] | None
-    root_name: str = "main"
-
-
 class _Driver:
-    """Runs executions of one scenario against one explorer."""
+    """Runs executions of one scenario against one explorer (step budget and timer mode from
+    `config`, judged by `oracle` besides the built-in checks)."""
 
-    def __init__(self, factory: ScenarioFactory, explorer: Any, opts: _Options) -> None:
+    def __init__(
+        self,
+        factory: ScenarioFactory,
+        explorer: Any,
+        config: Config,
+        oracle: Callable[[Any], Any] | None,
+    ) -> None:
         self.factory = factory
         self.explorer = explorer
-        self.opts = opts
-        self.names = _Names(explorer, opts.root_name)
+        self.config = config
+        self.oracle = oracle
+        self.names = _Names(explorer)
 
     # -- loop setup ------------------------------------------------------------------------
 
     def _new_loop(self) -> Any:
-        loop = ControlledLoop(timers=self.opts.timers)
+        loop = ControlledLoop(timers=self.config.timers)
         loop._cs_future_class = sync.RecordingFuture
         loop._cs_task_class = _tracking_task_class(sync.RecordingTask)
         loop._cs_namer = lambda actor: self._live_name(loop, actor)
@@ -467,8 +457,8 @@ class _Driver:
                 self._close_leftovers(tasks)
                 undo()
                 asyncio.set_event_loop(old_loop)
-        if failure is None and not aborted and self.opts.oracle is not None:
-            failure = _run_oracle(self.opts.oracle, value)
+        if failure is None and not aborted and self.oracle is not None:
+            failure = _run_oracle(self.oracle, value)
         outcome = ABORTED if aborted else (FAILED if failure is not None else OK)
         steps, paths, trace, sites, devs = self._record(loop, detailed)
         code = {
@@ -513,7 +503,7 @@ class _Driver:
         if isinstance(exc, _core.BlockedError):
             return None, True, None
         if isinstance(exc, (_errors.StepBudgetExceeded, _core.BudgetError)):
-            msg = str(exc) or f"no end after {self.opts.max_steps} steps"
+            msg = str(exc) or f"no end after {self.config.max_steps} steps"
             return (
                 Failure(
                     kind="livelock",
@@ -546,9 +536,7 @@ class _Driver:
         out = []
         for k, (name, site, what) in enumerate(exc.blocked):
             task = exc.tasks[k] if k < len(exc.tasks) else None
-            actor = _actor_of(task) if task is not None else None
-            if actor is None and task is not None:
-                actor = actor_by_id.get(id(task))
+            actor = actor_by_id.get(id(task)) if task is not None else None
             entry = {"actor": actor, "name": name, "site": site, "waits_for": what}
             if actor is not None:
                 try:
@@ -562,7 +550,7 @@ class _Driver:
         d = self.explorer.divergence() or {}
         info: dict[str, Any] = dict(d)
         info["message"] = str(exc)
-        enabled = getattr(loop, "_cs_div_enabled", None)
+        enabled = loop._cs_div_enabled
         if isinstance(enabled, (list, tuple)):
             info["enabled"] = list(enabled)
         for attr in ("step", "expected", "enabled", "enabled_names", "expected_name"):
@@ -628,10 +616,7 @@ class _Driver:
         self._learn_actors(loop, loop._cs_actor_kinds)
         named = []
         for t, kind, exc in found:
-            actor = _actor_of(t)
-            if actor is None:
-                actor = actor_by_id.get(id(t))
-            named.append((self._task_name(actor, t), kind, exc))
+            named.append((self._task_name(actor_by_id.get(id(t)), t), kind, exc))
         # the scenario's own task first, then by name: deterministic whatever the order of
         # completion
         root = self.names.name(0)
@@ -657,9 +642,6 @@ class _Driver:
         blocks would run (and record accesses) in the middle of another execution."""
         for t in tasks:
             try:
-                actor = _actor_of(t)
-                if actor is not None:
-                    self.names.kinds[actor] = "Task"
                 if t.done():
                     if not t.cancelled() and getattr(t, "_log_traceback", False):
                         t.exception()
@@ -689,48 +671,23 @@ class _Driver:
             a += 1
         if len(paths) < n_actors:  # pragma: no cover - actor_path covers every interned id
             raise RuntimeError("actor table shorter than the schedule")
-        choices = getattr(loop, "_cs_choices", None)
-        trace = None
-        if isinstance(choices, (list, tuple)):
-            devs = sum(1 for c in choices if c)
-        else:
-            trace = ex.trace()
-            devs = deviations_from_trace(trace)
-        sites = None
-        if detailed:
-            if trace is None:
-                trace = ex.trace()
-            sites = _await_sites(loop, len(trace))
-        return steps, paths, trace if detailed else None, sites, devs
+        # the loop records, per step, the index of its choice in the enabled list (0: the
+        # default order's step); every other choice is a deviation
+        devs = sum(1 for c in loop._cs_choices if c)
+        if not detailed:
+            return steps, paths, None, None, devs
+        trace = ex.trace()
+        return steps, paths, trace, _await_sites(loop, len(trace)), devs
 
 
 def _await_sites(loop: Any, n: int) -> list[tuple[str, int, str] | None]:
-    raw = getattr(loop, "_cs_await_sites", None)
-    if callable(raw):
-        raw = raw()
+    """Per event: (file, line, source text) of the await where its task suspended, or None."""
     out: list[tuple[str, int, str] | None] = [None] * n
-    if not isinstance(raw, (list, tuple)):
-        return out
-    site_table = _site_table()
-    for i, s in enumerate(raw[:n]):
-        if isinstance(s, tuple) and len(s) >= 2:
-            text = str(s[2]) if len(s) > 2 else site_text(str(s[0]), int(s[1]))
-            out[i] = (str(s[0]), int(s[1]), text)
-        elif isinstance(s, int) and s > 0 and site_table is not None:
-            try:
-                f, line, text = site_table[s][:3]
-                out[i] = (f, line, text)
-            except (IndexError, KeyError, TypeError, ValueError):  # unknown site: no await site
-                pass
+    for i, s in enumerate(loop._cs_await_sites()[:n]):
+        if s is not None:
+            file, line = s
+            out[i] = (file, line, site_text(file, line))
     return out
-
-
-def _site_table() -> Any:
-    try:
-        from chaossloth.capture import sites
-    except ImportError:
-        return None
-    return getattr(sites, "SITES", None) or getattr(sites, "table", None)
 
 
 def site_text(file: str, line: int) -> str:
@@ -826,29 +783,33 @@ def run_once(
     schedule: Sequence[int] | None = None,
     actor_paths: Sequence[tuple[int | None, int]] | None = None,
     strategy: str = "fifo",
-    seed: int = 0,
-    max_steps: int = 10000,
-    timers: str = "strict",
     oracle: Callable[[Any], Any] | None = None,
     detailed: bool = True,
     raise_on_divergence: bool = True,
+    config: Config | None = None,
+    **options: Any,
 ) -> ExecutionResult:
     """Runs one execution.  With `schedule`, replays it (strategy "replay"); `actor_paths`
     (the recorded actor table) makes its actor ids mean the same creation paths here.
+    `strategy` is the engine strategy that picks this one execution's steps (default fifo:
+    stock asyncio's order).  `config` (default: :data:`config.DEFAULTS`) with `options` (its
+    field names: ``max_steps=``, ``timers=``, ``seed=``) gives the step budget, timer mode and
+    seed.
 
     With `detailed`, the result carries the full trace, the await sites and the explorer that
     ran it (``result.explorer``, whose current execution is this one).
 
     A diverged replay raises ScheduleDivergedError (a NondeterminismError) naming the step (or,
     with raise_on_divergence=False, returns the aborted result)."""
+    cfg = (config or DEFAULTS).replace(**options)
     if schedule is not None:
         strategy = "replay"
-        ex = _core.Explorer("replay", replay=list(schedule), max_steps=max_steps)
+        ex = _core.Explorer("replay", replay=list(schedule), max_steps=cfg.max_steps)
     else:
-        ex = _core.Explorer(strategy, seed=seed, max_executions=1, max_steps=max_steps)
+        ex = _core.Explorer(strategy, seed=cfg.seed, max_executions=1, max_steps=cfg.max_steps)
     if actor_paths:
         _intern_table(ex, actor_paths)
-    driver = _Driver(factory, ex, _Options(max_steps, timers, oracle))
+    driver = _Driver(factory, ex, cfg, oracle)
     if not ex.begin():  # pragma: no cover - a fresh explorer always has one execution
         raise RuntimeError("the engine refused to start an execution")
     result = driver.run(0, detailed=detailed)
@@ -875,29 +836,27 @@ def _better(a: ExecutionResult, b: ExecutionResult | None) -> bool:
 
 def _explore_one(
     factory: ScenarioFactory,
+    cfg: Config,
     strategy: str,
-    *,
-    seed: int,
     max_executions: int | None,
     time_limit: float | None,
-    max_steps: int,
-    timers: str,
-    stop_on_failure: bool,
+    *,
     oracle: Callable[[Any], Any] | None,
     progress: Callable[[Progress], None] | None,
     result: ExplorationResult,
     count_traces: bool,
     on_execution: Callable[[ExecutionResult], None] | None,
 ) -> None:
+    """One phase of an exploration: `strategy` within the phase's budget."""
     ex = _core.Explorer(
         strategy,
-        seed=seed,
+        seed=cfg.seed,
         max_executions=max_executions or 0,
-        max_steps=max_steps,
+        max_steps=cfg.max_steps,
         time_limit=time_limit or 0.0,
         count_traces=count_traces,
     )
-    driver = _Driver(factory, ex, _Options(max_steps, timers, oracle))
+    driver = _Driver(factory, ex, cfg, oracle)
     started = time.monotonic()
     last_progress = 0.0
     index = result.executions
@@ -914,7 +873,7 @@ def _explore_one(
                 result.first_failure = r
             if _better(r, result.minimal_failure):
                 result.minimal_failure = r
-            if stop_on_failure:
+            if cfg.stop_on_failure:
                 break
         if progress is not None:
             now = time.monotonic()
@@ -950,35 +909,31 @@ def _merge_stats(result: ExplorationResult, ex: Any, strategy: str) -> None:
 def explore(
     factory: ScenarioFactory,
     *,
-    strategy: str = "dpor",
-    seed: int = 0,
-    max_executions: int | None = None,
-    time_limit: float | None = None,
-    max_steps: int = 10000,
-    timers: str = "strict",
-    stop_on_failure: bool = True,
+    config: Config | None = None,
     oracle: Callable[[Any], Any] | None = None,
     progress: Callable[[Progress], None] | None = None,
     count_traces: bool = True,
     detail_failure: bool = True,
     on_execution: Callable[[ExecutionResult], None] | None = None,
+    **options: Any,
 ) -> ExplorationResult:
-    """Explores the schedules of a scenario.
+    """Explores the schedules of a scenario under `config` (default :data:`config.DEFAULTS`)
+    with `options` applied (its field names: ``strategy=``, ``max_executions=``,
+    ``time_limit=``, ``max_steps=``, ``seed=``, ``timers=``, ``stop_on_failure=``; an unknown
+    name or a bad value raises InputError).  The budget is ``max_executions`` and
+    ``time_limit`` as given: None is no limit here.
 
     strategy "auto": dpor within half the budget; if that is not complete (and found nothing,
     or stop_on_failure is off), pct with the rest.  Without a budget, "auto" is dpor.
     Raises NondeterminismError if an execution diverges from its prescribed schedule.
     `on_execution` is called with every execution's (light) result, e.g. to collect outcomes.
     """
-    if timers not in ("strict", "relaxed"):
-        raise ValueError(f"timers must be 'strict' or 'relaxed', not {timers!r}")
+    cfg = (config or DEFAULTS).replace(**options)
+    strategy, max_executions, time_limit = cfg.strategy, cfg.max_executions, cfg.time_limit
+    stop_on_failure = cfg.stop_on_failure
     started = time.monotonic()
-    result = ExplorationResult(strategy=strategy, seed=seed)
+    result = ExplorationResult(strategy=strategy, seed=cfg.seed)
     common: dict[str, Any] = {
-        "seed": seed,
-        "max_steps": max_steps,
-        "timers": timers,
-        "stop_on_failure": stop_on_failure,
         "oracle": oracle,
         "progress": progress,
         "result": result,
@@ -988,10 +943,11 @@ def explore(
     if strategy == "auto":
         _explore_one(
             factory,
+            cfg,
             "dpor",
-            max_executions=max(1, max_executions // 2) if max_executions else None,
-            time_limit=time_limit / 2 if time_limit else None,
-            **common,  # type: ignore[arg-type]
+            max(1, max_executions // 2) if max_executions else None,
+            time_limit / 2 if time_limit else None,
+            **common,
         )
         result.complete = bool(result.phases[-1]["complete"])
         go_on = not result.complete and not (stop_on_failure and result.failed)
@@ -1000,22 +956,10 @@ def explore(
             rest_time = max(0.0, time_limit - (time.monotonic() - started)) if time_limit else None
             if rest_exec != 0 and (rest_time is None or rest_time > 0):
                 result.budget_hit = False
-                _explore_one(
-                    factory,
-                    "pct",
-                    max_executions=rest_exec,
-                    time_limit=rest_time,
-                    **common,  # type: ignore[arg-type]
-                )
+                _explore_one(factory, cfg, "pct", rest_exec, rest_time, **common)
             result.budget_hit = result.budget_hit or rest_exec == 0
     else:
-        _explore_one(
-            factory,
-            strategy,
-            max_executions=max_executions,
-            time_limit=time_limit,
-            **common,  # type: ignore[arg-type]
-        )
+        _explore_one(factory, cfg, strategy, max_executions, time_limit, **common)
         result.complete = bool(result.phases[-1]["complete"]) if result.phases else False
     if result.failed and stop_on_failure:
         result.complete = False  # stopped at the first failure: says nothing about the rest
@@ -1027,10 +971,9 @@ def explore(
                 factory,
                 schedule=best.schedule,
                 actor_paths=best.actor_paths,
-                max_steps=max_steps,
-                timers=timers,
                 oracle=oracle,
                 detailed=True,
+                config=cfg,
             )
         except Exception:  # noqa: BLE001 - the light result stands if the re-run breaks
             detailed = None

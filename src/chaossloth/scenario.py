@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import hashlib
-import importlib.util
 import inspect
 import os
 import sys
@@ -25,11 +24,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from chaossloth import serial
+from chaossloth.capture.importer import load_file
+from chaossloth.config import Config
 from chaossloth.errors import InputError
+from chaossloth.loop import ControlledLoop
+from chaossloth.serial import Call, SerialError, SerialOracle
 
 ScenarioFactory = Callable[[], Coroutine[Any, Any, Any]]
-
-_module_counter = 0
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -64,37 +66,21 @@ def _user_frame_summary(exc: BaseException, path: Path) -> str:
     return where
 
 
-def _plain_load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, str(path))
-    if spec is None or spec.loader is None:
-        raise InputError(f"{path}: cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_module(path: str | os.PathLike[str]) -> ModuleType:
-    """Loads the user's file as an instrumented module (plain import if capture is absent).
+    """Loads the user's file as an instrumented module (through the capture import hook: a file
+    loaded without instrumentation would report no access, and DPOR would call any program
+    race-free after one execution).
 
     The file's directory is put on ``sys.path`` (as ``python file.py`` would) so that it can
     import its siblings.
     """
-    global _module_counter
     p = Path(path).resolve()
     _check_source(p)
     directory = str(p.parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)
     try:
-        from chaossloth.capture import load_file  # type: ignore[attr-defined]
-    except ImportError:
-        load_file = None
-    try:
-        if load_file is not None:
-            return load_file(str(p))
-        _module_counter += 1
-        return _plain_load(p, f"chaossloth_user_{p.stem}_{_module_counter}")
+        return load_file(str(p))
     except InputError:
         raise
     except SyntaxError as exc:
@@ -268,8 +254,6 @@ class Workload:
         return obj, list(results)
 
     def make_oracle(self) -> Callable[[Any], str | None]:
-        from chaossloth.serial import Call, SerialError, SerialOracle
-
         oracle = SerialOracle(
             factory=lambda: self.cls_obj(*self.init_args),
             calls=[Call(self.method, self.args)] * self.tasks,
@@ -289,8 +273,6 @@ class Workload:
 def _run_plain(coro: Coroutine[Any, Any, Any]) -> Any:
     """Runs a coroutine on the controlled loop without an explorer (virtual time, stock
     order): the serial executions of the serializability oracle."""
-    from chaossloth.loop import ControlledLoop
-
     loop = ControlledLoop()
     try:
         return loop.run_until_complete(coro)
@@ -366,3 +348,76 @@ def load_workload(
         oracle=work.make_oracle(),
         module=module,
     )
+
+
+# ------------------------------------------------------------------ the program of a run
+
+
+def load(path: str, config: Config) -> Program:
+    """Loads the program under test that `config` names: its scenario, or its --cls/--method
+    workload (``tasks``, ``args``, ``init_args``)."""
+    c = config
+    if c.cls is not None or c.method is not None:
+        if c.cls is None or c.method is None:
+            raise InputError("--cls and --method go together (name the class and its method)")
+        if c.scenario is not None:
+            raise InputError("give either --scenario or --cls/--method, not both")
+        if c.tasks > serial.MAX_CALLS:
+            raise InputError(
+                f"--tasks {c.tasks}: the serializability oracle compares with every serial "
+                f"order of the calls, so at most {serial.MAX_CALLS} concurrent calls are supported"
+            )
+        return load_workload(path, c.cls, c.method, c.tasks, c.args, c.init_args)
+    if c.args is not None or c.init_args is not None:
+        raise InputError("--args and --init-args need --cls and --method")
+    return load_scenario(path, c.scenario)
+
+
+def oracle_with_invariant(program: Program, name: str | None) -> Callable[[Any], Any] | None:
+    """The program's oracle, extended with the user's invariant function (if named).
+
+    For a --cls workload the invariant receives the object after the calls; for a scenario it
+    receives what the scenario returned."""
+    base = program.oracle
+    if name is None:
+        return base
+    module = program.module
+    fn = vars(module).get(name) if module is not None else None
+    if fn is None:
+        candidates = (
+            sorted(
+                n
+                for n, o in vars(module).items()
+                if inspect.isfunction(o)
+                and not n.startswith("_")
+                and not inspect.iscoroutinefunction(o)
+            )
+            if module is not None
+            else []
+        )
+        listing = ", ".join(candidates) or "none"
+        raise InputError(f"{program.path}: no invariant function {name!r} (functions: {listing})")
+    if not callable(fn) or inspect.iscoroutinefunction(fn):
+        raise InputError(
+            f"{program.path}: invariant {name!r} must be a plain function taking the object"
+        )
+    try:
+        inspect.signature(fn).bind(object())
+    except TypeError:
+        raise InputError(
+            f"{program.path}: invariant {name!r} must take exactly one argument (the object)"
+        ) from None
+    except ValueError:
+        pass
+    is_workload = program.cls is not None
+
+    def check(value: Any) -> Any:
+        subject = value[0] if is_workload else value
+        ok = fn(subject)
+        if ok is False:
+            return f"invariant {name}() does not hold after the calls"
+        if base is not None:
+            return base(value)
+        return None
+
+    return check

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaossloth import errors, scenario
+from chaossloth.config import DEFAULTS, TIMER_MODES
 from chaossloth.errors import InputError
 from chaossloth.runner import (
     NONDETERMINISM_HINT,
@@ -156,7 +158,7 @@ def parse(data: Any, source: str = "schedule") -> ScheduleFile:
     strategy = _need(data, "strategy", str, source)
     seed = _need(data, "seed", int, source)
     timers = _need(data, "timers", str, source)
-    if timers not in ("strict", "relaxed"):
+    if timers not in TIMER_MODES:
         raise InputError(f"{source}: 'timers' must be 'strict' or 'relaxed', not {timers!r}")
     raw_steps = _need(data, "steps", list, source)
     steps: list[Step] = []
@@ -226,14 +228,12 @@ def read(path: str | os.PathLike[str]) -> ScheduleFile:
 def load_program(sched: ScheduleFile, path: str | os.PathLike[str] | None = None) -> Any:
     """Loads the schedule's program (from `path` if given, else the recorded path); warns with
     ProgramChangedWarning if the file's SHA-256 is not the recorded one."""
-    from chaossloth import scenario
-
     prog = sched.program
     file = Path(path) if path is not None else Path(prog["path"])
     if "scenario" in prog:
         program = scenario.load_scenario(file, prog["scenario"])
     else:
-        tasks = prog.get("tasks", 2)
+        tasks = prog.get("tasks", DEFAULTS.tasks)
         if not isinstance(tasks, int):
             raise InputError("schedule: program 'tasks' must be an integer")
         program = scenario.load_workload(
@@ -257,9 +257,9 @@ def replay(
 ) -> ExecutionResult:
     """Replays the schedule once.  Raises ScheduleDivergedError (a NondeterminismError) naming
     the step, the expected actor and what was enabled if the program does not follow it."""
-    from chaossloth import errors
-
-    steps_budget = max_steps or sched.max_steps or max(10000, 2 * len(sched.steps) + 10)
+    steps_budget = (
+        max_steps or sched.max_steps or max(DEFAULTS.max_steps, 2 * len(sched.steps) + 10)
+    )
     try:
         return run_once(
             factory,

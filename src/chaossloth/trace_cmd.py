@@ -20,15 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from chaossloth import _core
+from chaossloth import _core, config, runner, scenario
 from chaossloth.capture import sites
+from chaossloth.config import DEFAULTS
+from chaossloth.errors import InputError
 
-try:
-    from chaossloth.errors import InputError
-except ImportError:  # pragma: no cover - errors.py is part of the package
-    from chaossloth.capture import InputError  # type: ignore[assignment]
-
-READ, WRITE = 1, 2
+READ, WRITE = _core.READ, _core.WRITE
 
 
 @dataclass
@@ -197,7 +194,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", help="the async function to run (default: the only one)")
     p.add_argument("--mermaid", action="store_true", help="print a Mermaid sequence diagram")
     p.add_argument("--all", action="store_true", help="also show futures' and tasks' accesses")
-    p.add_argument("--max-steps", type=int, default=10000, help="step budget (default 10000)")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=DEFAULTS.max_steps,
+        help=f"{config.help_of('max_steps')} (default {DEFAULTS.max_steps})",
+    )
     return p
 
 
@@ -211,8 +213,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.max_steps <= 0:
         print("chaossloth trace: error: --max-steps must be positive", file=sys.stderr)
         return 2
-    from chaossloth import runner, scenario
-
     try:
         program = scenario.load_scenario(args.file, args.scenario)
     except InputError as exc:

@@ -1,4 +1,4 @@
-"""The seed example (DESIGN.md): a lost update across an await.
+"""The seed example of the project's design notes: a lost update across an await.
 
 Two concurrent ``handle_request('audit')`` calls both read 0 before either writes, so one update
 is lost under some schedules (stock asyncio's order among them).  ``scenario`` is the workload

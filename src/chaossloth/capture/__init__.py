@@ -7,7 +7,6 @@ from __future__ import annotations
 from chaossloth.capture.importer import (
     INSTRUMENTED_FILES,
     CaptureFinder,
-    InputError,
     install,
     load_file,
     uninstall,
@@ -17,7 +16,6 @@ from chaossloth.capture.instrument import compile_instrumented, instrument_tree
 __all__ = [
     "INSTRUMENTED_FILES",
     "CaptureFinder",
-    "InputError",
     "compile_instrumented",
     "install",
     "instrument_tree",

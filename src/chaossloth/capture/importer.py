@@ -21,15 +21,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from chaossloth import _core
 from chaossloth.capture.instrument import compile_instrumented, hook_namespace
-
-try:  # another engineer owns errors.py; fall back until it lands
-    from chaossloth.errors import InputError
-except ImportError:  # pragma: no cover - depends on the tree's state
-
-    class InputError(Exception):  # type: ignore[no-redef]
-        """Bad input from the user (one readable message)."""
-
+from chaossloth.errors import InputError
 
 #: co_filename of every instrumented module; the C hooks hold the same set object
 INSTRUMENTED_FILES: set[str] = set()
@@ -42,8 +36,6 @@ def _register_file(filename: str) -> None:
     with _lock:
         INSTRUMENTED_FILES.add(filename)
         if not _files_registered:
-            from chaossloth import _core
-
             _core.set_instrumented_files(INSTRUMENTED_FILES)
             _files_registered = True
 

@@ -1,0 +1,304 @@
+"""Every option of ChaosSloth, its default and its meaning, written once.
+
+:class:`Config` is the one configuration object (as loom's ``Builder`` is): the CLI builds its
+``check`` options from its fields (flag, default and help text come from here), the pytest
+plugin validates the marker's keyword arguments against it, the runner (``runner.explore``,
+``runner.run_once``) and the schedule reader take their defaults from it.  Adding an option is
+adding one field below (its group, default, ``help`` and, for the CLI, its ``flag``): the CLI
+flag, the plugin's acceptance (group ``exploration``), the runner's keyword and the type check of
+``__post_init__`` follow from the field; a value range needs one line in ``__post_init__``.
+
+``Config`` is frozen: derive a changed one with :meth:`Config.replace`, which validates the new
+values and names an unknown option in one :class:`~chaossloth.errors.InputError`.
+
+Environment variables: every variable any part of the project reads is in the
+:data:`ENVIRONMENT` table at the end of this file, with who reads it and what it means (a test
+checks that nothing in ``src``, ``tests``, ``bench``, ``ext`` or ``engine`` reads another).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaossloth.errors import InputError
+
+#: Strategies a user picks (the CLI's ``--strategy`` choices).
+STRATEGIES = ("auto", "dpor", "pct", "pos", "random", "fifo")
+#: What the runner also accepts: ``exhaustive`` (brute force, for differential tests).
+ALL_STRATEGIES = (*STRATEGIES, "exhaustive")
+TIMER_MODES = ("strict", "relaxed")
+
+#: The exploration's wall-time budget in seconds when neither ``time_limit`` nor
+#: ``max_executions`` is given, in the commands (CLI, pytest plugin): see ``Config.time_limit``.
+DEFAULT_TIME_LIMIT = 10.0
+
+
+#: the groups of options: what to run, how to explore (the options the pytest plugin takes),
+#: what to write
+GROUPS = ("program", "exploration", "output")
+
+
+def _opt(
+    group: str,
+    default: Any,
+    help: str,
+    flag: str | None = None,
+    choices: tuple[str, ...] | None = None,
+) -> Any:
+    """A field of `group`: its default, its meaning (`help`), its CLI flag (None: not a CLI
+    option) and, for a string, the values it takes."""
+    assert group in GROUPS
+    meta = {"group": group, "help": help, "flag": flag, "choices": choices}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The options of one run of ChaosSloth (see the module docstring)."""
+
+    # -- what to run ------------------------------------------------------------------------
+    scenario: str | None = _opt(
+        "program",
+        None,
+        "an async def with no parameters in FILE that runs concurrent work",
+        "--scenario",
+    )
+    cls: str | None = _opt("program", None, "a class in FILE (with --method)", "--cls")
+    method: str | None = _opt(
+        "program", None, "an async method of CLASS, called concurrently --tasks times", "--method"
+    )
+    tasks: int = _opt("program", 2, "concurrent calls of METHOD", "--tasks")
+    args: str | None = _opt(
+        "program",
+        None,
+        "arguments of each call, a Python literal: \"'audit'\" or \"('a', 1)\"",
+        "--args",
+    )
+    init_args: str | None = _opt(
+        "program", None, "arguments of CLASS(...), a Python literal", "--init-args"
+    )
+    invariant: str | None = _opt(
+        "program",
+        None,
+        "a function in FILE taking the object; it must hold after the calls",
+        "--invariant",
+    )
+
+    # -- exploration ------------------------------------------------------------------------
+    strategy: str = _opt(
+        "exploration",
+        "auto",
+        "auto: dpor within half the budget, then sampling (pct) with the rest if dpor is not "
+        "complete (without a budget, auto is dpor); or one of dpor, pct, pos, random, fifo",
+        "--strategy",
+        STRATEGIES,
+    )
+    max_executions: int | None = _opt(
+        "exploration",
+        None,
+        "stop after N executions (default: no limit; the time limit applies)",
+        "--max-executions",
+    )
+    time_limit: float | None = _opt(
+        "exploration",
+        None,
+        f"wall-time budget of the exploration in seconds (default: {DEFAULT_TIME_LIMIT:g} in "
+        "the CLI and the pytest plugin unless max_executions is given; no limit in "
+        "runner.explore)",
+        "--time-limit",
+    )
+    max_steps: int = _opt(
+        "exploration", 10000, "steps per execution before it counts as a livelock", "--max-steps"
+    )
+    seed: int = _opt(
+        "exploration", 0, "seed of the sampling strategies (execution i is reproducible)", "--seed"
+    )
+    timers: str = _opt(
+        "exploration",
+        "strict",
+        "strict: timers fire in deadline order; relaxed: any pending timer may fire at any point",
+        "--timers",
+        TIMER_MODES,
+    )
+    stop_on_failure: bool = _opt(
+        "exploration",
+        True,
+        "stop at the first failing execution (default); --no-stop-on-failure keeps exploring "
+        "and counts the failing schedules",
+        "--no-stop-on-failure",
+    )
+    telemetry: bool = _opt(
+        "exploration",
+        True,
+        "run stage 4, the stock-loop failure rate and collision window (default; False in "
+        "the pytest plugin); --no-telemetry skips it",
+        "--no-telemetry",
+    )
+    telemetry_budget: float = _opt(
+        "exploration", 0.25, "wall-time budget of stage 4's runs on the stock loop, in seconds"
+    )
+
+    # -- output -----------------------------------------------------------------------------
+    json_path: str | None = _opt(
+        "output", None, "write the JSON report there ('-': stdout)", "--json"
+    )
+    mermaid_path: str | None = _opt(
+        "output",
+        None,
+        "write the failing schedule as a Mermaid sequence diagram there",
+        "--mermaid",
+    )
+    schedule_out: str | None = _opt(
+        "output",
+        None,
+        "where to write the failing schedule (default .chaossloth/<file>.<scenario>.schedule.json)",
+        "--schedule-out",
+    )
+    quiet: bool = _opt("output", False, "print only the verdict line", "--quiet")
+
+    def __post_init__(self) -> None:
+        # every field: its type (bools and strings by their annotation); then the ranges
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.type == "bool" and not isinstance(v, bool):
+                raise InputError(f"option {f.name} must be True or False, not {v!r}")
+            if f.type == "str | None" and v is not None and not isinstance(v, str):
+                raise InputError(f"option {f.name} must be a string, not {v!r}")
+        _check_choice("strategy", self.strategy, ALL_STRATEGIES)
+        _check_choice("timers", self.timers, TIMER_MODES)
+        _check_int("tasks", self.tasks, minimum=1)
+        _check_int("max_steps", self.max_steps, minimum=1)
+        _check_int("seed", self.seed, minimum=0, below=2**64)
+        if self.max_executions is not None:
+            _check_int("max_executions", self.max_executions, minimum=1)
+        if self.time_limit is not None:
+            _check_seconds("time_limit", self.time_limit)
+        _check_seconds("telemetry_budget", self.telemetry_budget)
+
+    def replace(self, **options: Any) -> Config:
+        """A copy with `options` changed; an unknown name or a bad value is an InputError."""
+        unknown = sorted(set(options) - set(NAMES))
+        if unknown:
+            raise InputError(
+                f"unknown option(s): {', '.join(unknown)} (options: {', '.join(NAMES)})"
+            )
+        return dataclasses.replace(self, **options)
+
+    def time_budget(self) -> float | None:
+        """The commands' time limit: time_limit, else DEFAULT_TIME_LIMIT unless a
+        max_executions budget is given."""
+        if self.time_limit is not None:
+            return self.time_limit
+        return None if self.max_executions else DEFAULT_TIME_LIMIT
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise InputError(f"option {name} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def _check_int(name: str, value: Any, *, minimum: int, below: int | None = None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InputError(f"option {name} must be an integer of at least {minimum}, not {value!r}")
+    if below is not None and value >= below:
+        raise InputError(f"option {name} must be below {below}, not {value!r}")
+
+
+def _check_seconds(name: str, value: Any) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not 0 < value < float("inf"):
+        raise InputError(f"option {name} must be a positive number of seconds, not {value!r}")
+
+
+#: The names of every option, in declaration order.
+NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Config))
+#: Every option at its default.
+DEFAULTS = Config()
+
+
+def names_of(group: str) -> tuple[str, ...]:
+    """The options of `group` (see GROUPS), in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(Config) if f.metadata["group"] == group)
+
+
+def help_of(name: str) -> str:
+    """The meaning of option `name` (the CLI's help text)."""
+    return str(_FIELDS[name].metadata["help"])
+
+
+def flag_of(name: str) -> str | None:
+    """The CLI flag of option `name`, or None if the CLI does not take it."""
+    flag = _FIELDS[name].metadata["flag"]
+    return None if flag is None else str(flag)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+# ------------------------------------------------------------------ environment variables
+
+#: name -> (who reads it, meaning).  Nothing else in the project reads the environment.
+ENVIRONMENT: dict[str, tuple[str, str]] = {
+    "CHAOSSLOTH_DEBUG": (
+        "chaossloth/cli.py",
+        (
+            "set (to anything non-empty): an internal error shows its Python traceback instead "
+            "of one line"
+        ),
+    ),
+    "TERM": (
+        "chaossloth/progress.py",
+        "'dumb': no progress line even on a terminal",
+    ),
+    "CHAOSSLOTH_SOUNDNESS_EXAMPLES": (
+        "tests/test_dpor_asyncio.py",
+        "generated asyncio programs per DPOR-vs-brute-force property (default 20)",
+    ),
+    "CHAOSSLOTH_MACHINERY_EXAMPLES": (
+        "tests/test_dpor_asyncio.py",
+        "generated programs per asyncio-machinery property (default 15)",
+    ),
+    "CHAOSSLOTH_SOUNDNESS_CAP": (
+        "tests/test_dpor_asyncio.py",
+        "execution cap of the brute-force side of those properties (default 1500)",
+    ),
+    "CHAOSSLOTH_SOUNDNESS_RANDOM": (
+        "tests/test_dpor_asyncio.py",
+        "set: Hypothesis draws new programs each run (default: derandomized, reproducible)",
+    ),
+    "CS_DPOR_PROGRAMS": (
+        "tests/c/test_dpor.c",
+        "generated C programs per differential family (DPOR vs exhaustive)",
+    ),
+    "CS_DPOR_SEED": (
+        "tests/c/test_dpor.c",
+        "xored into the differential tests' seed (0: the fixed seed)",
+    ),
+    "CS_DPOR_STEPS": (
+        "tests/c/test_dpor.c",
+        "steps per generated C program (capped at 14)",
+    ),
+    "CS_DPOR_STRICT_AWAIT": (
+        "tests/c/test_dpor.c",
+        (
+            "'1': the await-chain test also demands one execution per trace (a known "
+            "over-count of DPOR on that program, documented at the check)"
+        ),
+    ),
+    "CS_BENCH_ROW_SECONDS": (
+        "bench/dpor_classic.c",
+        "time budget of one row of the classic DPOR benchmark",
+    ),
+    "CS_BENCH_QUICK": (
+        "bench/dpor_classic.c",
+        "'1': the quick (CI) variant of the classic DPOR benchmark",
+    ),
+}
+
+
+def debug() -> bool:
+    """CHAOSSLOTH_DEBUG is set: internal errors show their traceback."""
+    return bool(os.environ.get("CHAOSSLOTH_DEBUG"))

@@ -1,0 +1,177 @@
+"""What the stages share: the :class:`Stage` protocol, the :class:`Context` every stage reads
+and writes, and the :class:`Result` a run returns.
+
+Problems with the user's input (a workload that does real I/O, never terminates or is
+nondeterministic) raise :class:`~chaossloth.errors.InputError` with one readable message; a
+failing schedule is a result, not an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from chaossloth import report as rp
+from chaossloth import runner
+from chaossloth.config import Config
+from chaossloth.diagnosis import Detailed
+from chaossloth.errors import InputError, NondeterminismError
+from chaossloth.runner import ExecutionResult, Failure
+from chaossloth.scenario import Program
+
+Oracle = Callable[[Any], Any]
+
+
+class Stage(Protocol):
+    """One stage of the pipeline.  ``name`` keys the JSON report's ``stages`` entries,
+    ``title`` is the line printed as the stage ends (it says what the stage does);
+    ``implemented`` is False for a stage that only says it is not there yet."""
+
+    name: str
+    title: str
+    implemented: bool
+
+    def skip_reason(self, ctx: Context) -> str | None:
+        """Why the stage does not run on this context (printed instead of its time), or None."""
+        ...
+
+    def run(self, ctx: Context) -> None:
+        """Runs the stage: reads and writes `ctx`, says what it found on ``ctx.printer``."""
+        ...
+
+
+@dataclass
+class Result:
+    """What a run of the stages found (the JSON report is :meth:`to_json`)."""
+
+    verdict: str = "pass"
+    hazard: str | None = None
+    failure: dict[str, Any] | None = None
+    executions: int = 0
+    failing_executions: int = 0
+    distinct_traces: int = 0
+    sleep_blocked: int = 0  #: dpor executions cut short as redundant (0 on read/write programs)
+    complete: bool = False
+    explore_seconds: float = 0.0
+    schedule_file: str | None = None
+    mermaid_file: str | None = None
+    stages: list[rp.StageTime] = field(default_factory=list)
+    telemetry: Any = None  #: jitter.Telemetry of stage 4, or None when it did not run
+    findings: list[rp.Finding] = field(default_factory=list)
+    deviations: int = 0
+    schedule_steps: int = 0
+    replay_reproduces: bool | None = None
+    program: dict[str, Any] = field(default_factory=dict)
+    strategy: str = "auto"
+    timers: str = "strict"  #: the timer mode the verdict's exploration used
+    not_implemented: list[str] = field(default_factory=list)
+    mermaid: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == "fail"
+
+    @property
+    def failure_type(self) -> str:
+        return (self.failure or {}).get("type", "")
+
+    @property
+    def failure_message(self) -> str:
+        return (self.failure or {}).get("message", "")
+
+    def to_json(self) -> dict[str, Any]:
+        tel = (
+            self.telemetry.to_json()
+            if self.telemetry is not None
+            else {
+                "natural_failure_rate": None,
+                "collision_window": None,
+            }
+        )
+        d: dict[str, Any] = {
+            "verdict": self.verdict,
+            "hazard": self.hazard,
+            "failure": self.failure,
+            "executions": self.executions,
+            "failing_executions": self.failing_executions,
+            "distinct_traces": self.distinct_traces,
+            "sleep_blocked": self.sleep_blocked,
+            "complete": self.complete,
+            "explore_seconds": round(self.explore_seconds, 6),
+            "schedule_file": self.schedule_file,
+            "mermaid_file": self.mermaid_file,
+            "stages": [s.to_json() for s in self.stages],
+            "natural_failure_rate": tel["natural_failure_rate"],
+            "collision_window": tel["collision_window"],
+            "findings": [f.to_json() for f in self.findings],
+            "deviations": self.deviations,
+            "schedule_steps": self.schedule_steps,
+            "replay_reproduces": self.replay_reproduces,
+            "program": self.program,
+            "strategy": self.strategy,
+            "timers": self.timers,
+        }
+        if self.not_implemented:
+            d["not_implemented"] = self.not_implemented
+        return d
+
+
+@dataclass
+class Context:
+    """The state the stages pass along.  Each field says which stage writes it; the table in
+    ARCHITECTURE.md says which stages read it."""
+
+    program: Program
+    #: the run's options; stage 4 may replace it (relaxed timers) before re-running stage 3
+    config: Config
+    oracle: Oracle | None
+    printer: rp.StagePrinter
+    result: Result
+    #: the whole pipeline (no subcommand): stages 6-7 say they are not implemented yet
+    full: bool = False
+    #: called with runner.Progress during exploration (the CLI's terminal progress line)
+    progress: Callable[[runner.Progress], None] | None = None
+    #: stage 1: the first default-order execution, with its trace
+    default_run: ExecutionResult | None = None
+    #: stage 2: counts of events, actors, accesses, resources, dependent pairs
+    alphabet: dict[str, int] = field(default_factory=dict)
+    #: stage 3 (stage 4 when it re-runs stage 3): the minimal failing execution, or None
+    failing: ExecutionResult | None = None
+    #: stage 5: the failing execution with its trace and explorer
+    detailed: Detailed | None = None
+
+
+# ------------------------------------------------------------------ helpers of several stages
+
+#: failure types that mean the workload does real I/O (it cannot be explored)
+IO_TYPES = ("UnsupportedOperation", "RealIOError", "UncontrolledIOError")
+
+
+def run_once(ctx: Context, **kw: Any) -> ExecutionResult:
+    """One execution of the workload under the context's config (`kw`: the rest of
+    runner.run_once's arguments); a nondeterministic workload is an input error."""
+    try:
+        return runner.run_once(ctx.program.factory, oracle=ctx.oracle, config=ctx.config, **kw)
+    except NondeterminismError as exc:
+        raise InputError(f"the workload is nondeterministic: {exc}") from None
+
+
+def input_problem_of(failure: Failure | None, max_steps: int) -> str | None:
+    """A failure that means the workload cannot be explored at all (not a race)."""
+    if failure is None:
+        return None
+    if failure.kind == "livelock":
+        return (
+            "the workload never terminates: in the default (stock asyncio) order it is still "
+            f"running after {max_steps} steps. Raise --max-steps if it is merely long."
+        )
+    if failure.type_name in IO_TYPES:
+        return f"the workload does real I/O, which cannot be explored: {failure.message}"
+    if failure.type_name == "InputError":
+        return failure.message
+    return None
+
+
+def one_line(s: str) -> str:
+    return " ".join(str(s).split())

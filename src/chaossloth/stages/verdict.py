@@ -1,0 +1,95 @@
+"""Stage 8, verdict: pass or fail.  On a failure it writes the schedule file and replays it
+from the file, so the verdict states that the failure reproduces from what was written; it
+writes the Mermaid diagram when asked."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from chaossloth import report as rp
+from chaossloth import schedule
+from chaossloth.errors import InputError
+from chaossloth.runner import ExecutionResult
+from chaossloth.scenario import Program
+from chaossloth.stages.context import Context
+
+
+class Verdict:
+    name = "verdict"
+    title = "Verdict: write the schedule, replay it"
+    implemented = True
+
+    def skip_reason(self, ctx: Context) -> str | None:
+        return None
+
+    def run(self, ctx: Context) -> None:
+        failing, res, pr, cfg = ctx.failing, ctx.result, ctx.printer, ctx.config
+        if failing is not None:
+            path = cfg.schedule_out or _default_schedule_path(ctx.program)
+            res.schedule_file = _write_schedule(ctx, failing, path)
+            res.replay_reproduces = _replays(ctx, res.schedule_file)
+            pr.say(
+                f"FAIL: {rp.HAZARD_TITLE[res.hazard or 'exception']} found after "
+                f"{res.executions} execution(s)"
+            )
+            pr.say(
+                f"schedule: {res.schedule_file} (replay: chaossloth replay {res.schedule_file})"
+                + ("" if res.replay_reproduces else "  [WARNING: replay did not reproduce]")
+            )
+            if cfg.mermaid_path:
+                rp.write_text(cfg.mermaid_path, res.mermaid)
+                res.mermaid_file = cfg.mermaid_path
+                pr.say(f"diagram: {cfg.mermaid_path}")
+        else:
+            scope = (
+                "every schedule of this workload passes (exploration complete)"
+                if res.complete
+                else "no failing schedule found (exploration incomplete: raise "
+                "--max-executions/--time-limit for more)"
+            )
+            pr.say(f"PASS: {scope}")
+            t = res.telemetry
+            if t is not None and not t.error and t.failures:
+                pr.say(
+                    f"but the stock loop failed {t.failures}/{t.runs} runs with jitter: the "
+                    "failure depends on something the explored workload does not model"
+                )
+        if ctx.full:
+            pr.say(
+                "lock synthesis (stages 6-7) is not implemented yet: no patch is proposed"
+                if failing is not None
+                else "lock synthesis (stages 6-7) is not implemented yet"
+            )
+
+
+def _default_schedule_path(program: Program) -> str:
+    stem = Path(program.path).stem
+    what = program.scenario or f"{program.cls}.{program.method}"
+    what = re.sub(r"[^A-Za-z0-9_.-]", "_", what)
+    return os.path.join(".chaossloth", f"{stem}.{what}.schedule.json")
+
+
+def _write_schedule(ctx: Context, failing: ExecutionResult, path: str) -> str:
+    cfg = ctx.config
+    sched = schedule.from_execution(
+        failing, ctx.result.program, timers=cfg.timers, max_steps=cfg.max_steps
+    )
+    try:
+        return str(schedule.write(sched, path))
+    except OSError as exc:
+        raise InputError(
+            f"{path}: cannot write the schedule file ({exc.strerror or exc})"
+        ) from None
+
+
+def _replays(ctx: Context, path: str) -> bool:
+    try:
+        sched = schedule.read(path)
+        r = schedule.replay(
+            sched, ctx.program.factory, oracle=ctx.oracle, max_steps=ctx.config.max_steps
+        )
+    except Exception:  # noqa: BLE001 - reported as "did not reproduce"
+        return False
+    return bool(r.failed)
