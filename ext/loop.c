@@ -17,9 +17,12 @@
  *     runs exactly the handles that were ready at its start.  The heap uses
  *     heapq's own sift algorithms comparing `when` with a strict <, so equal
  *     deadlines pop in exactly the order stock asyncio pops them.
- *   - Virtual time: the clock moves only at an iteration boundary where
- *     nothing is ready and stop() was not called, to the earliest deadline.
- *     A timer is due when when <= now.
+ *   - Virtual time: the clock moves at an iteration boundary where nothing
+ *     is ready and stop() was not called, to the earliest deadline; and when
+ *     a task busy-polls (busy_poll_check: POLL_LIMIT consecutive bare yields
+ *     of one task while a timer is pending), to the earliest pending
+ *     deadline, at the end of that task's step.  A timer is due when
+ *     when <= now.
  *   - Every queued handle holds one strong reference from the queue or heap;
  *     handles are released only after the queue or heap is consistent again,
  *     because releasing one may run arbitrary finalizers that schedule more.
@@ -32,8 +35,17 @@
  *   - Actor identity: a task's steps (cs_compat_task_of_step: the C Task's
  *     step wrapper and wakeup builtin, the Python Task's __step / __wakeup)
  *     belong to the task's actor, interned from (current actor, k) at its first
- *     call_soon; any other callback gets a fresh actor interned the same way.
- *     k counts the creations of the current actor in this execution.
+ *     call_soon.  The non-task call_soon callbacks queued by one step form
+ *     ONE actor, a *chain*, interned from (current actor, k) at the first of
+ *     them: asyncio documents that call_soon callbacks run in registration
+ *     order, and a chain's handles sit in the ready queue in that order, so
+ *     offering only an actor's first handle keeps them FIFO, and program
+ *     order gives the happens-before edge (DPOR never tries to reverse them;
+ *     a cancelled member is purged and the next one becomes the chain's next
+ *     step).  Task steps stay free to interleave (the model of I/O latency);
+ *     chains of different steps interleave too.  Each timer (call_at /
+ *     call_later) gets an actor of its own, interned the same way.  k counts
+ *     the creations of the current actor in this execution.
  *
  * Map (the banners below, in file order)
  *   asyncio pieces ....... import_asyncio: what the loop and handles call
@@ -65,6 +77,19 @@
  * tag keeps these apart from object addresses (user space is below 2^48). */
 #define HANDLE_TAG 0xC5A0000000000000ULL
 #define CLOCK_OBJECT 0xC5A1000000000000ULL
+/* The timer heap as a whole: every heap operation (call_at/call_later, a
+ * timer's cancel, a timer's step) reads it; a busy-poll check, whose decision
+ * depends on the whole heap, writes it (see busy_poll_check). */
+#define TIMERS_OBJECT 0xC5A2000000000000ULL
+
+/* Busy-poll clock: consecutive bare yields of one task (asyncio.sleep(0))
+ * after which the clock advances to the earliest pending deadline.  A real
+ * loop spends ~5-50 us per such iteration, so 1000 of them is well under the
+ * shortest timeouts programs commonly use (>= 0.1 s): a short busy
+ * computation that yields fewer than 1000 times in a row never sees a long
+ * timeout expire, while a poll loop waiting for a timer still ends within the
+ * default step budget (10000).  Settable per loop (_cs_poll_limit). */
+#define POLL_LIMIT 1000
 
 /* Stock BaseEventLoop constants. */
 #define MIN_SCHEDULED_TIMER_HANDLES 100
@@ -127,6 +152,17 @@ struct LoopCoreObject {
     size_t stamp_cap;
     uint32_t stamp_gen;
     PyObject *div_enabled;
+    /* call_soon FIFO: the chain actor of the current step (chain_event ==
+     * cur_event) and how many callbacks joined it */
+    cs_actor chain_actor;
+    int64_t chain_event;
+    uint32_t chain_len;
+    /* busy-poll clock (explorer or not) */
+    uint32_t poll_limit;
+    uint32_t cur_polls;     /* polls of the handle running now */
+    PyObject *cur_task;     /* strong: the task whose step runs now, or NULL */
+    HandleObject *requeued; /* strong: that task's next step queued by this step */
+    uint64_t poll_advances; /* busy-poll clock advances since creation or attach */
 };
 
 static PyTypeObject LoopCoreType;
@@ -433,6 +469,24 @@ static int intern_child(LoopCoreObject *self, cs_actor *out) {
     return actors_reserve(self, *out);
 }
 
+/* A later callback joins the current step's chain: its description lists the
+ * distinct callbacks of the chain (for messages; identity is the actor id). */
+static int chain_join(LoopCoreObject *self, cs_actor a, PyObject *cb) {
+    actor_slot *s = &self->actors[a];
+    self->chain_len++;
+    if (!s->ref || !PyUnicode_Check(s->ref) || PyUnicode_GetLength(s->ref) > 160) return 0;
+    PyObject *d = describe_callback(cb);
+    if (!d) return -1;
+    int has = PyUnicode_Contains(s->ref, d);
+    if (has == 0) {
+        PyObject *joined = PyUnicode_FromFormat("%U, %U", s->ref, d);
+        if (!joined) has = -1;
+        else Py_SETREF(s->ref, joined);
+    }
+    Py_DECREF(d);
+    return has < 0 ? -1 : 0;
+}
+
 static int assign_actor(LoopCoreObject *self, HandleObject *h) {
     PyObject *task = cs_compat_task_of_step(h->callback);
     cs_actor a;
@@ -452,6 +506,11 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
         Py_XSETREF(s->name, nm);
         s->kind = 1;
         if (tmap_put(self, task, a) < 0) return -1;
+    } else if (!h->is_timer && self->chain_actor != CS_NO_ACTOR &&
+               self->chain_event == self->cur_event) {
+        /* a later call_soon of the step that started the chain: FIFO behind it */
+        a = self->chain_actor;
+        if (chain_join(self, a, h->callback) < 0) return -1;
     } else {
         if (intern_child(self, &a) < 0) return -1;
         actor_slot *s = &self->actors[a];
@@ -460,6 +519,12 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
         Py_XSETREF(s->ref, d);
         Py_CLEAR(s->name);
         s->kind = 2;
+        if (!h->is_timer) {
+            /* the step's first non-task call_soon starts its chain */
+            self->chain_actor = a;
+            self->chain_event = self->cur_event;
+            self->chain_len = 1;
+        }
     }
     h->actor = a;
     return 0;
@@ -473,6 +538,11 @@ static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
     if (!h) return NULL;
     h->seq = self->seq++;
     h->scheduled_by = self->ex ? self->cur_event : -1;
+    if (!timer && self->cur_task && cs_compat_task_of_step(cb) == self->cur_task) {
+        /* the running task queued its own next step: a bare yield (sleep(0)) */
+        h->polls = self->cur_polls < UINT32_MAX ? self->cur_polls + 1 : UINT32_MAX;
+        Py_XSETREF(self->requeued, (HandleObject *)Py_NewRef((PyObject *)h));
+    }
     if (self->ex && assign_actor(self, h) < 0) {
         Py_DECREF(h);
         return NULL;
@@ -487,6 +557,8 @@ int cs_loop_cancel_handle(LoopCoreObject *self, HandleObject *h) {
     if (h->queued) self->ready_cancelled++;
     h->cancelled = 1;
     if (recording(self) && record(self, HANDLE_TAG | h->actor, CS_WRITE) < 0) return -1;
+    if (recording(self) && h->is_timer && h->scheduled && record(self, TIMERS_OBJECT, CS_READ) < 0)
+        return -1;
     return 0;
 }
 
@@ -566,6 +638,8 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     self->owner_thread = PyThread_get_thread_ident();
     self->cur_actor = CS_NO_ACTOR;
     self->cur_event = -1;
+    self->chain_actor = CS_NO_ACTOR;
+    self->poll_limit = POLL_LIMIT;
     return (PyObject *)self;
 }
 
@@ -582,6 +656,8 @@ static void clear_execution(LoopCoreObject *self) {
     if (self->tmap) memset(self->tmap, 0, self->tmap_cap * sizeof *self->tmap);
     self->tmap_len = 0;
     Py_CLEAR(self->div_enabled);
+    self->chain_actor = CS_NO_ACTOR;
+    self->chain_len = 0;
 }
 
 /* Releases every queued handle (close(), dealloc).  Handles are detached
@@ -618,6 +694,8 @@ static int loop_traverse(LoopCoreObject *self, visitproc visit, void *arg) {
         Py_VISIT(self->actors[i].name);
     }
     Py_VISIT(self->div_enabled);
+    Py_VISIT(self->cur_task);
+    Py_VISIT((PyObject *)self->requeued);
     return 0;
 }
 
@@ -626,6 +704,8 @@ static int loop_clear(LoopCoreObject *self) {
     Py_CLEAR(self->future_class);
     Py_CLEAR(self->task_class);
     Py_CLEAR(self->current_handle);
+    Py_CLEAR(self->cur_task);
+    Py_CLEAR(self->requeued);
     cs_exploration_release(self);
     self->ex = NULL;
     Py_CLEAR(self->explorer_obj);
@@ -732,6 +812,7 @@ static PyObject *schedule_at(LoopCoreObject *self, double when, const char *name
                              PyObject *const *args, Py_ssize_t nargs, PyObject *ctx) {
     if (check_open(self) < 0) return NULL;
     if (self->debug && debug_checks(self, args[0], name) < 0) return NULL;
+    if (recording(self) && record(self, TIMERS_OBJECT, CS_READ) < 0) return NULL;
     HandleObject *h = new_handle(self, 1, args[0], args + 1, nargs - 1, ctx);
     if (!h) return NULL;
     h->when = when;
@@ -870,6 +951,68 @@ static int boundary(LoopCoreObject *self) {
     return 0;
 }
 
+/* Busy-poll clock, called at the end of every step (explorer or not).
+ *
+ * Virtual time otherwise moves only when nothing is ready, so a task polling
+ * `while not flag: await asyncio.sleep(0)` for a flag that a timer (or a
+ * sleeping task) sets would spin forever, while on the stock loop real time
+ * passes and the timer fires.  Rule: when the step that just ran was a
+ * task's POLL_LIMIT-th consecutive bare yield (its next step queued by the
+ * step itself: Handle.polls), and no pending timer is due yet, the clock
+ * advances to the earliest pending deadline; that task's count restarts.
+ *
+ * The schedules this creates are real: the stock loop's clock runs while it
+ * busy-polls, so a timer firing while tasks are ready is what a real loop
+ * does; they are also a subset of what relaxed timers already allow (any
+ * pending timer may fire at any choice point).
+ *
+ * Determinism and DPOR.  The decision is a function of (a) the task's own
+ * consecutive yields, which program order of its actor fixes, (b) the heap
+ * and (c) the clock.  The step records them: a write of TIMERS_OBJECT (every
+ * heap operation -- call_at/call_later, a timer's cancel, a timer's step --
+ * reads it, so every one of them is ordered with the check and DPOR reverses
+ * the races, e.g. a call_later that could have come first and would have been
+ * the earliest deadline), a read of the clock, and a write of it when it
+ * advances (so loop.time() readers race with it).  Nothing global (an
+ * iteration count) enters the decision, so two executions with the same
+ * Mazurkiewicz trace up to this step decide the same, and replay holds.  In
+ * strict mode the timers it makes due become runnable because of this step:
+ * they are scheduled_by it (an enabling edge DPOR never reverses), like a
+ * call_soon.  In relaxed mode they were enabled already; only the clock moves.
+ * The loop never advances past a due timer still in the heap. */
+static int busy_poll_check(LoopCoreObject *self) {
+    HandleObject *next = self->requeued;
+    if (!next || !self->poll_limit || next->polls < self->poll_limit) return 0;
+    int rec = recording(self);
+    if (rec && (record(self, TIMERS_OBJECT, CS_WRITE) < 0 || record(self, CLOCK_OBJECT, CS_READ) < 0))
+        return -1;
+    double earliest = 0.0;
+    int found = 0;
+    for (size_t i = 0; i < self->hlen; i++) {
+        HandleObject *t = self->heap[i];
+        if (t->cancelled) continue;
+        if (t->when <= self->now) return 0; /* a due timer is pending: it runs first */
+        if (!found || t->when < earliest) {
+            earliest = t->when;
+            found = 1;
+        }
+    }
+    if (!found) return 0; /* keep counting: a timer scheduled later triggers at once */
+    if (rec && record(self, CLOCK_OBJECT, CS_WRITE) < 0) return -1;
+    if (self->ex && !self->relaxed)
+        for (size_t i = 0; i < self->hlen; i++) {
+            HandleObject *t = self->heap[i];
+            if (!t->cancelled && t->when <= earliest) {
+                t->scheduled_by = self->cur_event;
+                t->after_all = 0;
+            }
+        }
+    self->now = earliest;
+    next->polls = 0;
+    self->poll_advances++;
+    return 0;
+}
+
 static int budget_error(LoopCoreObject *self) {
     PyErr_Format(cs_BudgetError, "step budget exhausted after %llu steps",
                  (unsigned long long)self->steps);
@@ -898,7 +1041,12 @@ static int run_fifo(LoopCoreObject *self) {
                 return budget_error(self);
             }
             self->steps++;
+            self->cur_task = Py_XNewRef(cs_compat_task_of_step(h->callback));
+            self->cur_polls = h->polls;
             int rc = cs_loop_run_handle(self, h);
+            if (rc == 0) rc = busy_poll_check(self);
+            Py_CLEAR(self->cur_task);
+            Py_CLEAR(self->requeued);
             Py_DECREF(h);
             if (rc < 0) return -1;
             if (self->foreign) return RUN_FOREIGN;
@@ -1085,13 +1233,19 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
         rc = record(self, CLOCK_OBJECT, CS_WRITE);
     }
     if (rc == 0) rc = record(self, HANDLE_TAG | h->actor, CS_READ);
+    if (rc == 0 && h->is_timer) rc = record(self, TIMERS_OBJECT, CS_READ);
     if (rc == 0) {
         task = cs_compat_task_of_step(h->callback);
         Py_XINCREF(task);
         if (!task) rc = record_shared_state(h->callback, 0);
     }
+    self->cur_task = Py_XNewRef(task);
+    self->cur_polls = h->polls;
     if (rc == 0) rc = cs_loop_run_handle(self, h);
     if (rc == 0) rc = cs_hooks_sweep();
+    if (rc == 0) rc = busy_poll_check(self);
+    Py_CLEAR(self->cur_task);
+    Py_CLEAR(self->requeued);
     if (task) {
         if (rc == 0) await_site(task, &self->site_code[ev], &self->site_line[ev]);
         Py_DECREF(task);
@@ -1233,6 +1387,7 @@ static PyObject *loop_cs_attach(LoopCoreObject *self, PyObject *obj) {
     self->ex = ex;
     clear_execution(self);
     self->steps = 0;
+    self->poll_advances = 0;
     self->in_iteration = 0;
     Py_RETURN_NONE;
 }
@@ -1399,6 +1554,25 @@ static int loop_set_max_steps(LoopCoreObject *self, PyObject *v, void *Py_UNUSED
     PyErr_Format(PyExc_ValueError, "max_steps must be a positive int or None, not %R", v);
     return -1;
 }
+static PyObject *loop_get_poll_limit(LoopCoreObject *self, void *Py_UNUSED(c)) {
+    return PyLong_FromUnsignedLong(self->poll_limit);
+}
+static int loop_set_poll_limit(LoopCoreObject *self, PyObject *v, void *Py_UNUSED(c)) {
+    if (v && PyLong_Check(v)) {
+        unsigned long n = PyLong_AsUnsignedLong(v);
+        if (!(n == (unsigned long)-1 && PyErr_Occurred()) && n >= 1 && n <= UINT32_MAX) {
+            self->poll_limit = (uint32_t)n;
+            return 0;
+        }
+        PyErr_Clear();
+    }
+    PyErr_Format(PyExc_ValueError, "poll_limit must be an int in [1, 2**32), not %R",
+                 v ? v : Py_None);
+    return -1;
+}
+static PyObject *loop_get_poll_advances(LoopCoreObject *self, void *Py_UNUSED(c)) {
+    return PyLong_FromUnsignedLongLong(self->poll_advances);
+}
 static PyObject *loop_get_steps(LoopCoreObject *self, void *Py_UNUSED(c)) {
     return PyLong_FromUnsignedLongLong(self->steps);
 }
@@ -1447,6 +1621,12 @@ static PyGetSetDef loop_getset[] = {
     {"_cs_max_steps", (getter)loop_get_max_steps, (setter)loop_set_max_steps,
      "step budget without an explorer (None: unlimited)", NULL},
     {"_cs_steps", (getter)loop_get_steps, NULL, "steps run (since creation or attach)", NULL},
+    {"_cs_poll_limit", (getter)loop_get_poll_limit, (setter)loop_set_poll_limit,
+     "consecutive bare yields of one task after which the clock advances to the earliest "
+     "pending deadline (busy-poll clock; default 1000)",
+     NULL},
+    {"_cs_poll_advances", (getter)loop_get_poll_advances, NULL,
+     "busy-poll clock advances (since creation or attach)", NULL},
     {"_cs_ready_count", (getter)loop_get_ready_count, NULL, "handles in the ready queue", NULL},
     {"_cs_timer_count", (getter)loop_get_timer_count, NULL, "pending (uncancelled) timers", NULL},
     {"_cs_now", (getter)loop_get_now, NULL, "the virtual clock, without recording a read", NULL},

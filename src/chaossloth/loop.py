@@ -11,9 +11,11 @@ Semantics, in one place:
   ``BaseEventLoop._run_once`` (the same in 3.11, 3.12 and 3.13): each iteration moves the due
   timers to the ready queue (deadline order; equal deadlines in the order stock's heapq pops
   them) and then runs exactly the callbacks that were ready when it started.
-* **Virtual time.**  ``loop.time()`` starts at 0.0 and only moves when nothing is ready, to the
-  earliest pending deadline, so ``await asyncio.sleep(3600)`` returns at once.  A timer is due
-  when ``when <= loop.time()``.
+* **Virtual time.**  ``loop.time()`` starts at 0.0 and moves when nothing is ready, to the
+  earliest pending deadline, so ``await asyncio.sleep(3600)`` returns at once; and when a task
+  busy-polls (``poll_limit`` consecutive ``await asyncio.sleep(0)``, default 1000) while a timer
+  is pending, so a poll loop waiting for a timer ends as it does on the stock loop.  A timer is
+  due when ``when <= loop.time()``.
 * **Explorer.**  ``loop._cs_attach(explorer)`` routes every step through the C engine; see
   ARCHITECTURE.md for actor identity and the enabled set.  Timer modes: ``"strict"`` (timers
   fire in deadline order; equal deadlines are a real choice) and ``"relaxed"`` (any pending
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import sys
 import threading
@@ -56,6 +59,7 @@ logger = logging.getLogger("asyncio")  # stock loops log to this logger
 _T = TypeVar("_T")
 _TIMER_MODES = ("strict", "relaxed")
 _RUN_STOPPED, _RUN_IDLE, _RUN_FOREIGN = 0, 1, 2
+_BUDGET_LIST = 5  # tasks / timers named in the step-budget message
 
 
 def _run_until_complete_cb(fut: asyncio.Future[Any]) -> None:
@@ -163,11 +167,18 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
     ChaosSloth's engine (see the module docstring).
 
     ``timers`` is ``"strict"`` or ``"relaxed"``; ``max_steps`` bounds the steps of a run made
-    without an explorer (livelock guard); ``debug`` as for stock loops.
+    without an explorer (livelock guard); ``debug`` as for stock loops; ``poll_limit`` (default
+    1000, see ext/loop.c) is the number of consecutive bare yields (``asyncio.sleep(0)``) of one
+    task after which virtual time advances to the earliest pending deadline.
     """
 
     def __init__(
-        self, *, timers: str = "strict", max_steps: int | None = None, debug: bool | None = None
+        self,
+        *,
+        timers: str = "strict",
+        max_steps: int | None = None,
+        debug: bool | None = None,
+        poll_limit: int | None = None,
     ) -> None:
         self._thread_id: int | None = None
         if timers not in _TIMER_MODES:
@@ -178,8 +189,15 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         ):
             self._closed = True
             raise InputError(f"max_steps must be a positive integer or None, not {max_steps!r}")
+        if poll_limit is not None and (
+            not isinstance(poll_limit, int) or isinstance(poll_limit, bool) or poll_limit < 1
+        ):
+            self._closed = True
+            raise InputError(f"poll_limit must be a positive integer or None, not {poll_limit!r}")
         self._cs_timers = timers
         self._cs_max_steps = max_steps
+        if poll_limit is not None:
+            self._cs_poll_limit = poll_limit
         self._exception_handler: Callable[[Any, dict[str, Any]], Any] | None = None
         self._task_factory: Callable[..., Any] | None = None
         self._asyncgens = _AsyncGenSet()
@@ -587,6 +605,8 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         return f"actor {actor} (creation #{index} of {self._cs_actor_name(parent)})"
 
     def _budget_error(self) -> StepBudgetExceeded:
+        """What the loop did when the step budget ran out: the tasks still running, the virtual
+        clock and the pending timers (the model's state, not a claim about asyncio)."""
         ex = self._cs_explorer
         if ex is not None:
             try:
@@ -595,10 +615,25 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
                 steps = self._cs_steps
         else:
             steps = self._cs_steps
+        running = [t for t in tasks.all_tasks(self) if not t.done()]
+        shown = ", ".join(
+            f"{t.get_name()!r} ({deadlock.coro_name(t)})" for t in running[:_BUDGET_LIST]
+        )
+        if len(running) > _BUDGET_LIST:
+            shown += f", ... ({len(running)} in all)"
+        timers = sorted((h for h in self._scheduled if not h.cancelled()), key=lambda h: h.when())
+        pending = ", ".join(
+            f"{_callback_name(_unwrap(h._callback))} at {h.when():g}" for h in timers[:_BUDGET_LIST]
+        )
+        if len(timers) > _BUDGET_LIST:
+            pending += f", ... ({len(timers)} in all)"
         return StepBudgetExceeded(
-            f"step budget exhausted: the run used all {steps} steps of its budget without "
-            "finishing (a livelock, or a workload longer than the budget); raise the budget "
-            "with --max-steps (max_steps=...) if the program is simply long.",
+            f"the step budget of {steps} steps ran out; tasks still running: {shown or 'none'}; "
+            f"virtual time at {self._cs_now:g}; pending timers: {pending or 'none'}. The loop "
+            f"advances virtual time when nothing is ready, or after "
+            f"{self._cs_poll_limit} consecutive bare yields (asyncio.sleep(0)) of one task; a "
+            "program that still runs is a livelock under this model, or longer than the budget: "
+            "raise it with --max-steps (max_steps=...).",
             steps=steps,
         )
 
@@ -635,6 +670,13 @@ del _name, _what
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _unwrap(cb: Any) -> Any:
+    """The function behind functools.partial wrappers."""
+    while isinstance(cb, functools.partial):
+        cb = cb.func
+    return cb
 
 
 def _callback_name(cb: Any) -> str:

@@ -1,0 +1,483 @@
+"""The loop model neither invents nor hides schedules (issue 9; DESIGN.md "Execution model").
+
+* call_soon FIFO: the non-task callbacks queued by one step run in registration order under
+  every strategy (one "chain" actor), as on the stock loop; task steps stay free to interleave,
+  so a program that depends on the order of two task wakeups still fails.
+* Busy-poll clock: a task polling with ``await asyncio.sleep(0)`` for a flag that a timer (or a
+  sleeping task) sets terminates, with the stock loop's result, under fifo and dpor; DPOR and
+  exhaustive reach the same outcomes on polling programs; replay through a busy-poll advance
+  reproduces the run; a real livelock is still reported, saying what the loop did.
+
+Programs are loaded through the capture instrumentation (as the CLI loads them), so DPOR sees
+their accesses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaossloth import loop as cs_loop
+from chaossloth import runner, scenario
+from chaossloth.errors import StepBudgetExceeded
+
+_DIR = Path(tempfile.mkdtemp(prefix="chaossloth-loopmodel-"))
+_COUNTER = itertools.count()
+
+
+def load(source: str) -> Any:
+    path = _DIR / f"loopmodel_{next(_COUNTER)}.py"
+    path.write_text(source)
+    return scenario.load_module(path)
+
+
+def stock(module: Any) -> tuple[Any, dict[str, Any]]:
+    """The scenario's result and box on the stock asyncio loop."""
+    box: dict[str, Any] = {}
+    return asyncio.run(module.main(box)), box
+
+
+def explore(module: Any, strategy: str, **kw: Any) -> tuple[runner.ExplorationResult, list[Any]]:
+    """Explores `module.main(box)`; returns the result and, per non-aborted execution, (the
+    failure message or None, the return value, the box)."""
+    box: dict[str, Any] = {}
+    seen: list[Any] = []
+
+    def factory() -> Any:
+        box.clear()
+        return module.main(box)
+
+    def on_execution(r: runner.ExecutionResult) -> None:
+        if r.outcome != runner.ABORTED:
+            failure = r.failure.message if r.failure is not None else None
+            seen.append((failure, r.value, dict(box)))
+
+    kw.setdefault("max_steps", 5000)
+    res = runner.explore(
+        factory,
+        strategy=strategy,
+        stop_on_failure=False,
+        detail_failure=False,
+        on_execution=on_execution,
+        **kw,
+    )
+    return res, seen
+
+
+@pytest.fixture
+def small_poll_limit(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The runner's loops advance the clock after 3 consecutive yields (so that exhaustive
+    enumeration of a polling program stays small)."""
+    limit = 3
+
+    class SmallPollLoop(cs_loop.ControlledLoop):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(poll_limit=limit, **kw)
+
+    monkeypatch.setattr(runner, "ControlledLoop", SmallPollLoop)
+    return limit
+
+
+# ------------------------------------------------------------------ call_soon FIFO
+
+EMITTER = """
+import asyncio
+
+
+class Emitter:
+    def __init__(self):
+        self.listeners = []
+
+    def on(self, fn):
+        self.listeners.append(fn)
+
+    def emit(self, value):
+        loop = asyncio.get_running_loop()
+        for fn in self.listeners:
+            loop.call_soon(fn, value)
+
+
+class Conn:
+    def __init__(self):
+        self.state = "new"
+        self.log = []
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def on_open(self, value):
+        self.state = "open"
+        self.log.append("open")
+
+    def on_data(self, value):
+        # relies on asyncio's documented call_soon order: on_open was registered first
+        assert self.state == "open", "data before open"
+        self.log.append("data")
+
+    def on_close(self, value):
+        assert "data" in self.log, "close before data"
+        self.state = "closed"
+        self.log.append("close")
+        self.closed.set_result(None)
+
+
+async def other(conn):
+    await asyncio.sleep(0)
+    conn.log.append("other")  # a task step: free to interleave with the callbacks
+
+
+async def main(box):
+    conn = Conn()
+    em = Emitter()
+    em.on(conn.on_open)
+    em.on(conn.on_data)
+    em.on(conn.on_close)
+    t = asyncio.ensure_future(other(conn))
+    em.emit(1)
+    await t
+    await conn.closed
+    box["log"] = tuple(conn.log)
+    return conn.state
+"""
+
+
+def test_emitter_relies_on_call_soon_order_and_passes_on_the_stock_loop() -> None:
+    result, box = stock(load(EMITTER))
+    assert result == "closed"
+    assert box["log"] == ("open", "data", "close", "other")
+
+
+@pytest.mark.parametrize("strategy", ["fifo", "random", "dpor", "exhaustive"])
+def test_emitter_listeners_keep_registration_order(strategy: str) -> None:
+    kw: dict[str, Any] = {"max_executions": 40} if strategy == "random" else {}
+    res, seen = explore(load(EMITTER), strategy, **kw)
+    assert res.failing_executions == 0, [s for s in seen if s[0]][:1]
+    assert res.aborted == 0
+    assert seen and all(value == "closed" for _, value, _ in seen)
+    if strategy in ("dpor", "exhaustive"):
+        assert res.complete
+        # the task step still interleaves with the chain: before, between and after
+        positions = {box["log"].index("other") for _, _, box in seen}
+        assert positions == {0, 1, 2, 3}, positions
+
+
+TWO_CHAINS = """
+import asyncio
+
+
+class Log:
+    def __init__(self):
+        self.items = []
+
+    def add(self, x):
+        self.items.append(x)
+
+
+async def emit(log, name):
+    loop = asyncio.get_running_loop()
+    loop.call_soon(log.add, name + "1")
+    loop.call_soon(log.add, name + "2")
+
+
+async def main(box):
+    log = Log()
+    await asyncio.gather(emit(log, "a"), emit(log, "b"))
+    await asyncio.sleep(0)
+    box["log"] = tuple(log.items)
+"""
+
+
+@pytest.mark.parametrize("strategy", ["dpor", "exhaustive"])
+def test_chains_of_different_steps_interleave_each_in_fifo_order(strategy: str) -> None:
+    res, seen = explore(load(TWO_CHAINS), strategy)
+    assert res.complete and res.failing_executions == 0 and res.aborted == 0
+    logs = {box["log"] for _, _, box in seen}
+    for log in logs:
+        assert log.index("a1") < log.index("a2") and log.index("b1") < log.index("b2"), log
+    # every interleaving of the two FIFO chains: C(4, 2)
+    assert len(logs) == 6, sorted(logs)
+
+
+TASK_WAKEUPS = """
+import asyncio
+
+
+async def waiter(ev, log, name):
+    await ev.wait()
+    log.append(name)
+
+
+async def main(box):
+    ev = asyncio.Event()
+    log = []
+    tasks = [asyncio.ensure_future(waiter(ev, log, n)) for n in "ab"]
+    await asyncio.sleep(0)
+    ev.set()
+    await asyncio.gather(*tasks)
+    assert log == ["a", "b"], log
+"""
+
+
+def test_order_of_two_task_wakeups_is_still_explored() -> None:
+    mod = load(TASK_WAKEUPS)
+    stock(mod)  # the stock loop wakes them in order: no failure there
+    res, seen = explore(mod, "dpor")
+    assert res.complete
+    assert res.failing_executions >= 1
+    assert any(f and "['b', 'a']" in f for f, _, _ in seen), seen
+
+
+# ------------------------------------------------------------------ busy-poll clock
+
+POLL_TIMER = """
+import asyncio
+
+
+class Flag:
+    def __init__(self):
+        self.up = False
+
+    def raise_(self):
+        self.up = True
+
+
+async def main(box):
+    flag = Flag()
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.5, flag.raise_)
+    while not flag.up:
+        await asyncio.sleep(0)
+    return "done"
+"""
+
+POLL_SLEEPER = """
+import asyncio
+
+
+class Flag:
+    def __init__(self):
+        self.up = False
+
+
+async def setter(flag):
+    await asyncio.sleep(2)
+    flag.up = True
+
+
+async def main(box):
+    flag = Flag()
+    task = asyncio.ensure_future(setter(flag))
+    while not flag.up:
+        await asyncio.sleep(0)
+    await task
+    return "done"
+"""
+
+LONG_TIMEOUT = """
+import asyncio
+
+
+async def work():
+    total = 0
+    for i in range(200):
+        total += i
+        await asyncio.sleep(0)  # a short cooperative computation
+    return total
+
+
+async def main(box):
+    return await asyncio.wait_for(work(), timeout=30)
+"""
+
+POLL_PROGRAMS = {"timer": POLL_TIMER, "sleeper": POLL_SLEEPER, "long_timeout": LONG_TIMEOUT}
+
+
+@pytest.mark.parametrize("name", sorted(POLL_PROGRAMS))
+def test_busy_poll_terminates_with_the_stock_result(name: str) -> None:
+    mod = load(POLL_PROGRAMS[name])
+    expected, _ = stock(mod)
+    assert cs_loop.run(mod.main({})) == expected
+    # dpor: the first 25 executions (the poll loop is unbounded once the timer is ready: an
+    # exploration may let the poller overtake it any number of times, see README)
+    for strategy, budget in (("fifo", 1), ("dpor", 25)):
+        res, seen = explore(mod, strategy, max_executions=budget)
+        assert res.executions == budget or res.complete
+        assert res.failing_executions == 0 and res.aborted == 0, (strategy, seen[:1])
+        assert seen and {value for _, value, _ in seen} == {expected}, strategy
+
+
+def test_busy_poll_advances_after_poll_limit_yields() -> None:
+    loop = cs_loop.ControlledLoop(poll_limit=5)
+    try:
+        log: list[tuple[int, float]] = []
+
+        async def main() -> None:
+            loop.call_later(7, lambda: None)
+            for i in range(12):
+                log.append((i, loop.time()))
+                await asyncio.sleep(0)
+
+        loop.run_until_complete(main())
+        # the 5th consecutive yield moves the clock to the deadline; later yields start over
+        assert [t for _, t in log] == [0.0] * 5 + [7.0] * 7
+        assert loop._cs_poll_advances == 1
+    finally:
+        loop.close()
+
+
+def test_awaiting_a_future_resets_the_poll_count() -> None:
+    loop = cs_loop.ControlledLoop(poll_limit=3)
+    try:
+
+        async def main() -> list[float]:
+            loop.call_later(7, lambda: None)
+            seen = []
+            for _ in range(6):
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+                fut = loop.create_future()
+                loop.call_soon(fut.set_result, None)
+                await fut  # a wakeup by another step: not a bare yield
+                seen.append(loop.time())
+            return seen
+
+        assert loop.run_until_complete(main()) == [0.0] * 6
+        assert loop._cs_poll_advances == 0
+    finally:
+        loop.close()
+
+
+def test_poll_limit_is_validated() -> None:
+    from chaossloth.errors import InputError
+
+    with pytest.raises(InputError, match="poll_limit"):
+        cs_loop.ControlledLoop(poll_limit=0)
+    loop = cs_loop.ControlledLoop()
+    try:
+        assert loop._cs_poll_limit == 1000
+        with pytest.raises(ValueError, match="poll_limit"):
+            loop._cs_poll_limit = 0
+    finally:
+        loop.close()
+
+
+POLL_RACES = """
+import asyncio
+
+
+class S:
+    def __init__(self):
+        self.up = False
+        self.x = 0
+        self.seen = []
+        self.notes = []
+
+    def raise_(self):
+        self.up = True
+
+    def note(self):
+        self.notes.append(asyncio.get_running_loop().time())
+
+
+async def bump(s):
+    loop = asyncio.get_running_loop()
+    s.x += 1
+    await asyncio.sleep(0)
+    loop.call_later(0.25, s.note)  # races with the poller's clock advance
+    s.x += 1
+
+
+async def main(box):
+    s = S()
+    loop = asyncio.get_running_loop()
+    loop.call_later(1, s.raise_)
+    task = asyncio.ensure_future(bump(s))
+    for _ in range(6):  # bounded: under exploration a ready timer may be overtaken by polls
+        if s.up:
+            break
+        s.seen.append(s.x)
+        await asyncio.sleep(0)
+    await task
+    await asyncio.sleep(0)
+    box["seen"] = tuple(s.seen)
+    box["notes"] = tuple(s.notes)
+    return loop.time()
+"""
+
+
+def _outcomes(seen: list[Any]) -> set[Any]:
+    return {(f, v, tuple(sorted(b.items()))) for f, v, b in seen}
+
+
+RELAXED_GAP = pytest.mark.xfail(
+    strict=True,
+    reason="known gap, not of the busy-poll clock: in relaxed mode a timer that is enabled at "
+    "every point but never runs before the program ends (the poll loop is bounded) takes part "
+    "in no race, so DPOR never tries it earlier; the same program with poll_limit out of reach "
+    "misses more outcomes",
+)
+
+
+@pytest.mark.parametrize("timers", ["strict", pytest.param("relaxed", marks=RELAXED_GAP)])
+def test_dpor_matches_exhaustive_on_a_polling_program(small_poll_limit: int, timers: str) -> None:
+    mod = load(POLL_RACES)
+    got = {}
+    for strategy in ("exhaustive", "dpor"):
+        res, seen = explore(mod, strategy, timers=timers)
+        assert res.complete and res.aborted == 0, (strategy, res)
+        got[strategy] = _outcomes(seen)
+    assert got["dpor"] == got["exhaustive"]
+    # the advance really happens at different points (several outcomes), and the note timer
+    # scheduled before or after it changes what the clock says
+    assert len(got["exhaustive"]) > 1
+
+
+def test_replay_through_a_busy_poll_advance_reproduces(small_poll_limit: int) -> None:
+    mod = load(POLL_RACES)
+    box: dict[str, Any] = {}
+
+    def factory() -> Any:
+        box.clear()
+        return mod.main(box)
+
+    for seed in range(5):
+        first = runner.run_once(factory, strategy="random", seed=seed)
+        assert first.outcome != runner.ABORTED
+        first_box = dict(box)
+        again = runner.run_once(factory, schedule=first.schedule, actor_paths=first.actor_paths)
+        assert again.outcome == first.outcome
+        assert again.schedule == first.schedule
+        assert again.value == first.value and dict(box) == first_box
+
+
+def test_a_real_livelock_is_still_reported_with_what_the_loop_did() -> None:
+    async def spin() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(3, lambda: None)  # fires, but the loop never ends
+        while True:
+            await asyncio.sleep(0)
+
+    with pytest.raises(StepBudgetExceeded) as info:
+        cs_loop.run(spin(), max_steps=2500)
+    msg = str(info.value)
+    assert "the step budget of 2500 steps ran out" in msg
+    assert "tasks still running: 'Task-" in msg and "spin()" in msg
+    # the busy-poll clock moved past the timer's deadline
+    assert "virtual time at 3" in msg
+    assert "pending timers: none" in msg
+    assert "stock asyncio" not in msg
+
+    async def spin_with_timer() -> None:
+        asyncio.get_running_loop().call_later(60, print)
+        while True:
+            await asyncio.sleep(0)
+            await asyncio.sleep(0.0)
+
+    with pytest.raises(StepBudgetExceeded) as info:
+        cs_loop.run(spin_with_timer(), max_steps=300, strategy="random")
+    msg = str(info.value)
+    assert "the step budget of 300 steps ran out" in msg
+    assert "pending timers: print at 60" in msg and "virtual time at 0" in msg
