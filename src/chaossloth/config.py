@@ -325,6 +325,26 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "tests/test_dpor_asyncio.py",
         "execution cap of the brute-force side of those properties (default 1500)",
     ),
+    "CHAOSSLOTH_GRAMMAR_FAST": (
+        "tests/test_soundness_grammar.py",
+        "generated programs per construct class in the fast (default) sample (default 6)",
+    ),
+    "CHAOSSLOTH_GRAMMAR_EXAMPLES": (
+        "tests/test_soundness_grammar.py",
+        "generated programs per construct class in the slow sample (default 15; raise it)",
+    ),
+    "CHAOSSLOTH_GRAMMAR_CAP": (
+        "tests/test_soundness_grammar.py",
+        "execution cap of the brute-force side of the grammar properties (default 1500)",
+    ),
+    "CHAOSSLOTH_GRAMMAR_SHRINK": (
+        "tests/test_soundness_grammar.py",
+        "set: let Hypothesis shrink a failing program (slower; off by default)",
+    ),
+    "CHAOSSLOTH_GRAMMAR_RANDOM": (
+        "tests/test_soundness_grammar.py",
+        "set: draw new programs each run instead of the derandomized sample",
+    ),
     "CHAOSSLOTH_SOUNDNESS_RANDOM": (
         "tests/test_dpor_asyncio.py",
         "set: Hypothesis draws new programs each run (default: derandomized, reproducible)",

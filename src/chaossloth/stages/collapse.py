@@ -55,6 +55,8 @@ def explore(ctx: Context) -> ExecutionResult | None:
     res.distinct_traces = ex.distinct_traces
     res.sleep_blocked = ex.sleep_blocked
     res.complete = bool(ex.complete)
+    if ex.incomplete_reason:
+        res.incomplete_reason = ex.incomplete_reason
     res.explore_seconds = ex.explore_seconds
     strategies = "+".join(p.get("strategy", "?") for p in ex.phases) or cfg.strategy
     pr.say(
@@ -67,7 +69,7 @@ def explore(ctx: Context) -> ExecutionResult | None:
             else (
                 "stopped at the first failure"
                 if ex.failed and cfg.stop_on_failure
-                else "incomplete: budget reached"
+                else f"incomplete: {ex.incomplete_reason or 'budget reached'}"
             )
         )
     )
