@@ -102,6 +102,8 @@ typedef struct {
     uint64_t cid;
     bool stable; /* rules 1 and 2: the same id in every execution, which the
                     engine may trust (CS_ID_STABLE) */
+    bool finalized; /* a weakref.finalize / weakref callback was registered on
+                       it through a hook: its death runs code we may not see */
 } id_slot;
 
 static id_slot *id_slots; /* open addressing, linear probing, no tombstones
@@ -394,9 +396,17 @@ static PyObject *idref_died(PyObject *Py_UNUSED(unused), PyObject *wr) {
         id_slot *s = id_probe(((IdRefObject *)wr)->addr);
         if (s && s->wr == wr) { /* else: a reset already dropped the slot */
             uint64_t cid = s->cid;
+            bool finalized = s->finalized;
             slot_delete(s);
             n_retired++;
             Py_DECREF(wr);
+            /* its finalizers (weakref.finalize(o, log.append, x)...) may be
+             * uninstrumented callables acting on anything: a global write */
+            if (hooks_ex && finalized) {
+                int rc = cs_access_record(hooks_ex, CS_OBJECT_ALL, CS_KEY_WHOLE,
+                                          (cs_access_kind)(CS_WRITE | CS_ID_STABLE), 0);
+                if (rc != CS_OK && rc != CS_ESTATE && cs_py_check(rc) < 0) return NULL;
+            }
             if (hooks_ex) {
                 int rc = cs_access_record(hooks_ex, LIVENESS_OBJECT, cid,
                                           (cs_access_kind)(CS_WRITE | CS_ID_STABLE), 0);
@@ -946,6 +956,10 @@ static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
         record_barrier(KIND_WRITE, site_obj) < 0)
         return -1;
     holder = alias_of(holder);
+    /* an object that observes deaths (a weak container, a weakref) sees the
+     * objects only the map still holds as dead, as on the stock loop */
+    int observer = observes_deaths(holder);
+    if (observer && keep_len && cs_hooks_sweep() < 0) return -1;
     uint64_t object;
     bool stable, fresh;
     if (canon(holder, &object, &stable, &fresh) < 0) return -1;
@@ -968,7 +982,7 @@ static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
     *slot = (rcache_entry){key, object, ev, gen, site, flagged};
     n_recorded++;
     if (log_list && log_access(object, key, kind & CS_KIND_MASK, site, keyobj) < 0) return -1;
-    return observes_deaths(holder) ? liveness_read(site) : 0;
+    return observer ? liveness_read(site) : 0;
 }
 
 int cs_hooks_record_object(PyObject *obj, int kind) {
@@ -979,6 +993,18 @@ int cs_hooks_record_object(PyObject *obj, int kind) {
 /* A module's attributes are its globals: record them on its __dict__ so that
  * `mod.x` and a `global x` inside mod name the same resource. */
 static PyObject *holder_of(PyObject *obj) {
+    /* super().m(...) acts on the instance super() is bound to (the super
+     * object keeps it alive, so a borrowed reference is safe) */
+    if (Py_IS_TYPE(obj, &PySuper_Type)) {
+        PyObject *self = PyObject_GetAttrString(obj, "__self__");
+        if (self && self != Py_None) {
+            Py_DECREF(self);
+            return self;
+        }
+        Py_XDECREF(self);
+        PyErr_Clear();
+        return obj;
+    }
     if (PyModule_Check(obj)) {
         PyObject *d = PyModule_GetDict(obj); /* borrowed */
         if (d) return d;
@@ -1525,11 +1551,26 @@ static PyObject *receiver_of(PyObject *obj) {
 
 static int record_callee(PyObject *f, PyObject *site, int depth);
 
+/* The object a slot wrapper is bound to (`obj.__setitem__` of a type whose
+ * slot is written in C, reached e.g. through super()), borrowed (the wrapper
+ * keeps it alive), or NULL when f is no such "method-wrapper". */
+static PyObject *method_wrapper_self(PyObject *f) {
+    if (strcmp(Py_TYPE(f)->tp_name, "method-wrapper") != 0) return NULL;
+    PyObject *self = PyObject_GetAttrString(f, "__self__");
+    if (!self) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(self);
+    return self;
+}
+
 /* Is the callable f a method bound to recv (a builtin one, or a Python one)? */
 static int bound_to(PyObject *f, PyObject *recv) {
     if (PyMethod_Check(f)) return PyMethod_GET_SELF(f) == recv;
     if (PyCFunction_Check(f)) return PyCFunction_GET_SELF(f) == recv;
-    return 0;
+    PyObject *wrapped = method_wrapper_self(f);
+    return wrapped && wrapped == recv;
 }
 
 /* cm(obj, name, kind, site, attr_site) -> getattr(obj, name), about to be
@@ -1945,7 +1986,8 @@ static int barrier_builtin(PyObject *f) {
     return 0;
 }
 
-static int is_builtin_named(PyObject *f, const char *name) {
+/* f is the function `name` of the C module `module`. */
+static int is_module_function(PyObject *f, const char *module, const char *name) {
     if (!PyCFunction_Check(f)) return 0;
     PyObject *self = PyCFunction_GET_SELF(f);
     if (!self || !PyModule_Check(self)) return 0;
@@ -1954,8 +1996,29 @@ static int is_builtin_named(PyObject *f, const char *name) {
         PyErr_Clear();
         return 0;
     }
-    return strcmp(mod, "builtins") == 0 &&
-           strcmp(cs_compat_cfunction_name(f), name) == 0;
+    return strcmp(mod, module) == 0 && strcmp(cs_compat_cfunction_name(f), name) == 0;
+}
+
+static int is_builtin_named(PyObject *f, const char *name) {
+    return is_module_function(f, "builtins", name);
+}
+
+static PyObject *finalize_type; /* weakref.finalize */
+
+/* Calling f(obj, callback, ...) registers code to run at obj's death:
+ * weakref.finalize, or a weak reference type given a callback. */
+static int registers_finalizer(PyObject *f) {
+    if (!finalize_type) {
+        PyObject *mod = PyImport_ImportModule("weakref");
+        finalize_type = mod ? PyObject_GetAttrString(mod, "finalize") : NULL;
+        Py_XDECREF(mod);
+        if (!finalize_type) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return f == finalize_type || (PyType_Check(f) && PyType_IsSubtype((PyTypeObject *)f,
+                                                                     &_PyWeakref_RefType));
 }
 
 static PyObject *partial_type; /* functools.partial */
@@ -1999,7 +2062,12 @@ static int record_callee(PyObject *f, PyObject *site, int depth) {
     if (PyCFunction_Check(f)) {
         PyObject *self = PyCFunction_GET_SELF(f);
         if (!self) return 0;
-        if (PyModule_Check(self)) return barrier_builtin(f) ? record_barrier(KIND_WRITE, site) : 0;
+        /* gc.collect() may finalize objects that became unreachable in any
+         * earlier step: a global write, like the code-running builtins */
+        if (PyModule_Check(self))
+            return barrier_builtin(f) || is_module_function(f, "gc", "collect")
+                       ? record_barrier(KIND_WRITE, site)
+                       : 0;
         if (immutable_value(self) || Py_TYPE(self) == &PyTuple_Type) return 0;
         int pure = 0;
         if (plain_builtin_receiver(self)) {
@@ -2010,6 +2078,11 @@ static int record_callee(PyObject *f, PyObject *site, int depth) {
                       site, NULL, NULL);
     }
     if (PyFunction_Check(f) || PyType_Check(f)) return 0;
+    PyObject *wrapped = method_wrapper_self(f);
+    if (wrapped) /* a slot wrapper: what the slot does to its object is unknown */
+        return immutable_value(wrapped)
+                   ? 0
+                   : record(holder_of(wrapped), CS_KEY_WHOLE, KIND_WRITE, site, NULL, NULL);
     if (is_partial(f)) {
         PyObject *func = PyObject_GetAttrString(f, "func");
         PyObject *args = func ? PyObject_GetAttrString(f, "args") : NULL;
@@ -2055,6 +2128,22 @@ static PyObject *call_common(PyObject *const *a, size_t nargsf, PyObject *kwname
     if (hooks_ex) {
         Py_ssize_t n = nargs - 2 + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
         if (!recv_done && record_callee(f, a[1], 0) < 0) return NULL;
+        if (registers_finalizer(f) && n >= 2 && nargs >= 3) {
+            id_slot *sl = id_find(a[2]); /* named by record_callee/record_args */
+            if (!sl) {
+                uint64_t cid;
+                bool stable, fresh;
+                if (canon(a[2], &cid, &stable, &fresh) < 0) return NULL;
+                sl = id_find(a[2]);
+            }
+            if (sl) sl->finalized = true;
+        }
+        if (observes_deaths(f)) { /* r(): is the referent still alive? */
+            uint32_t site;
+            if ((keep_len && cs_hooks_sweep() < 0) || site_of(a[1], &site) < 0 ||
+                liveness_read(site) < 0)
+                return NULL;
+        }
         if (is_builtin_named(f, "vars")) {
             if (n == 0) { /* the caller's locals */
                 if (record_barrier(KIND_WRITE, a[1]) < 0) return NULL;

@@ -5,8 +5,8 @@ Each case is a small asyncio program whose result depends on object lifetime: a
 callback, a ``WeakSet`` of subscribers, a reference cycle reclaimed by ``gc.collect()``.  It must
 return the same value run plainly with ``asyncio.run`` on the stock loop (default order) and
 loaded as the CLI loads it (instrumented) on ChaosSloth's loop in fifo order, which is the stock
-order.  Cases that fail today because capture keeps every accessed object alive until the
-execution ends are strict xfails: they turn red when lifetimes are preserved.
+order.  A case that fails for a known capture limit goes in ``LIFETIME_GAPS`` as a strict
+xfail (none today).
 """
 
 from __future__ import annotations
@@ -210,16 +210,7 @@ CASES: dict[str, str] = {
 }
 
 #: cases that fail today, and why (strict: they turn red when fixed)
-_KEPT_ALIVE = "capture keeps every accessed object alive until the execution ends"
-LIFETIME_GAPS: dict[str, str] = {
-    "weakvaluedict_cache": _KEPT_ALIVE + ": the cached Conn never dies",
-    "finalize": _KEPT_ALIVE + ": the finalizer runs after the execution",
-    "del_logs": _KEPT_ALIVE + ": __del__ runs after the execution",
-    "weakref_callback": _KEPT_ALIVE + ": the weakref never dies",
-    "weakset_subscribers": _KEPT_ALIVE + ": dead subscribers stay in the WeakSet",
-    "gc_cycle": _KEPT_ALIVE + ": gc.collect() finds no garbage",
-    "temporaries_in_a_loop": _KEPT_ALIVE + ": loop temporaries stay in the WeakSet",
-}
+LIFETIME_GAPS: dict[str, str] = {}
 
 
 def _run_plain(source: str, name: str) -> Any:
