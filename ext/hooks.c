@@ -1286,13 +1286,15 @@ static int walk_iterable(walk_t *w, PyObject *o, int depth) {
     return rc;
 }
 
-static PyTypeObject IterProxy_Type, AIterProxy_Type, CallProxy_Type;
+static PyTypeObject IterProxy_Type, AIterProxy_Type, CallProxy_Type, AwaitProxy_Type,
+    AgenMethod_Type;
 
 static int walk_obj(walk_t *w, PyObject *o, int depth) {
     if (w->gave_up || immutable_value(o)) return 0;
     /* the hooks' proxies record their own accesses when used */
     if (Py_IS_TYPE(o, &IterProxy_Type) || Py_IS_TYPE(o, &AIterProxy_Type) ||
-        Py_IS_TYPE(o, &CallProxy_Type))
+        Py_IS_TYPE(o, &CallProxy_Type) || Py_IS_TYPE(o, &AwaitProxy_Type) ||
+        Py_IS_TYPE(o, &AgenMethod_Type))
         return 0;
     if (PyMethod_Check(o)) {
         if (w->mode != W_ARG) return 0; /* compared by identity of receiver and function */
@@ -1550,6 +1552,7 @@ static PyObject *receiver_of(PyObject *obj) {
 }
 
 static int record_callee(PyObject *f, PyObject *site, int depth);
+static PyObject *agen_method(PyObject *f, PyObject *recv, PyObject *name, PyObject *site);
 
 /* The object a slot wrapper is bound to (`obj.__setitem__` of a type whose
  * slot is written in C, reached e.g. through super()), borrowed (the wrapper
@@ -1607,11 +1610,15 @@ static PyObject *h_cm(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
                     NULL);
     }
     if (rc == 0 && f) rc = record_class_reads(recv, name, a[4]);
-    Py_DECREF(recv);
     if (rc < 0) {
+        Py_DECREF(recv);
         Py_XDECREF(f);
         return NULL;
     }
+    /* asend / athrow / aclose / __anext__ of an async generator: the awaitable
+     * the call returns resumes the generator in later steps (awaitproxy) */
+    f = agen_method(f, recv, name, a[3]);
+    Py_DECREF(recv);
     return f;
 }
 
@@ -2113,6 +2120,276 @@ static int record_callee(PyObject *f, PyObject *site, int depth) {
     return record(f, CS_KEY_WHOLE, KIND_WRITE, site, NULL, NULL);
 }
 
+/* ---- async generators resumed across steps.  An async generator's frame is
+ * resumed by the awaitable its __anext__ / asend / athrow / aclose returns,
+ * not by that call: when the generator's body awaits between two yields, the
+ * awaitable is resumed again in later steps of the task awaiting it, and each
+ * of those resumptions runs (or may run: close() throws into it on 3.13) the
+ * generator's frame.  Two tasks driving one generator race on it in every
+ * such step ("asynchronous generator is already running", or the items in
+ * the other order), so each resumption is a write of the generator, recorded
+ * in the step that resumes it.
+ *
+ * awaitproxy stands for that awaitable: its __await__ is itself (so that an
+ * `await` drives it, never the inner object directly), and __next__ / send /
+ * throw / close record the write, then hand over to the inner awaitable's
+ * iterator (the inner's own __await__ result, fetched once) with the very
+ * arguments, so values, StopIteration, errors and warnings are the inner's.
+ * It has __await__, send, throw and close, so asyncio takes it for a
+ * coroutine exactly as it takes the inner one (create_task, gather).  A
+ * proxy resumed in another execution than the one that made it (a leftover
+ * being finalized) records nothing. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *aw;     /* the inner awaitable */
+    PyObject *it;     /* aw.__await__(), NULL until the first resumption */
+    PyObject *target; /* the async generator each resumption writes */
+    PyObject *site;
+    uint64_t exec;    /* exec_tag() of the execution that made it */
+} awaitproxy;
+
+/* The execution the hooks are in (as record() tags its cache entries). */
+static uint64_t exec_tag(void) {
+    cs_stats st;
+    cs_explorer_stats(hooks_ex, &st);
+    return mix64(hooks_gen ^ mix64(st.executions));
+}
+
+static int ap_traverse(awaitproxy *p, visitproc visit, void *arg) {
+    Py_VISIT(p->aw);
+    Py_VISIT(p->it);
+    Py_VISIT(p->target);
+    Py_VISIT(p->site);
+    return 0;
+}
+
+static int ap_clear(awaitproxy *p) {
+    Py_CLEAR(p->aw);
+    Py_CLEAR(p->it);
+    Py_CLEAR(p->target);
+    Py_CLEAR(p->site);
+    return 0;
+}
+
+static void ap_dealloc(awaitproxy *p) {
+    PyObject_GC_UnTrack(p);
+    ap_clear(p);
+    PyObject_GC_Del(p);
+}
+
+/* Records the resumption, and returns the inner iterator (borrowed) or NULL
+ * with an exception. */
+static PyObject *ap_resume(awaitproxy *p) {
+    if (hooks_ex && p->exec == exec_tag() &&
+        record(holder_of(p->target), CS_KEY_WHOLE, KIND_WRITE, p->site, NULL, NULL) < 0)
+        return NULL;
+    if (!p->it) {
+        PyTypeObject *t = Py_TYPE(p->aw);
+        PyObject *it;
+        if (t->tp_as_async && t->tp_as_async->am_await) {
+            it = t->tp_as_async->am_await(p->aw);
+        } else {
+            PyErr_Format(PyExc_TypeError, "object %.100s can't be used in 'await' expression",
+                         t->tp_name);
+            return NULL;
+        }
+        if (!it) return NULL;
+        if (!PyIter_Check(it)) {
+            PyErr_Format(PyExc_TypeError, "__await__() returned non-iterator of type '%.100s'",
+                         Py_TYPE(it)->tp_name);
+            Py_DECREF(it);
+            return NULL;
+        }
+        p->it = it;
+    }
+    return p->it;
+}
+
+static PyObject *ap_await(PyObject *p) { return Py_NewRef(p); }
+
+static PyObject *ap_next(awaitproxy *p) {
+    PyObject *it = ap_resume(p);
+    return it ? Py_TYPE(it)->tp_iternext(it) : NULL;
+}
+
+static PyObject *ap_send(awaitproxy *p, PyObject *v) {
+    static PyObject *name;
+    if (!name && !(name = PyUnicode_InternFromString("send"))) return NULL;
+    PyObject *it = ap_resume(p);
+    if (!it) return NULL;
+    return PyObject_CallMethodOneArg(it, name, v);
+}
+
+static PyObject *ap_throw(awaitproxy *p, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *it = ap_resume(p);
+    if (!it) return NULL;
+    PyObject *meth = PyObject_GetAttrString(it, "throw");
+    if (!meth) return NULL;
+    PyObject *r = PyObject_Vectorcall(meth, args, (size_t)nargs, NULL);
+    Py_DECREF(meth);
+    return r;
+}
+
+static PyObject *ap_close(awaitproxy *p, PyObject *Py_UNUSED(unused)) {
+    PyObject *it = ap_resume(p);
+    if (!it) return NULL;
+    PyObject *meth = PyObject_GetAttrString(it, "close");
+    if (!meth) {
+        /* an iterator without close() has nothing to close (as `yield from` treats it) */
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *r = PyObject_CallNoArgs(meth);
+    Py_DECREF(meth);
+    return r;
+}
+
+static PyMethodDef ap_methods[] = {
+    {"send", (PyCFunction)ap_send, METH_O, "send(v): resume the inner awaitable with v."},
+    {"throw", (PyCFunction)(void (*)(void))ap_throw, METH_FASTCALL,
+     "throw(...): throw into the inner awaitable."},
+    {"close", (PyCFunction)ap_close, METH_NOARGS, "close(): close the inner awaitable."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyAsyncMethods ap_async = {
+    .am_await = ap_await,
+};
+
+static PyTypeObject AwaitProxy_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.awaitproxy",
+    .tp_basicsize = sizeof(awaitproxy),
+    .tp_dealloc = (destructor)ap_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)ap_traverse,
+    .tp_clear = (inquiry)ap_clear,
+    .tp_as_async = &ap_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)ap_next,
+    .tp_methods = ap_methods,
+};
+
+/* aw (the result of a call that returns an awaitable driving the async
+ * generator `target`: steals it) as an awaitproxy, or NULL (aw released)
+ * with an exception.  aw NULL (the call failed) is passed through. */
+static PyObject *resume_proxy(PyObject *aw, PyObject *target, PyObject *site) {
+    if (!aw || !hooks_ex) return aw;
+    awaitproxy *p = PyObject_GC_New(awaitproxy, &AwaitProxy_Type);
+    if (!p) {
+        Py_DECREF(aw);
+        return NULL;
+    }
+    p->aw = aw;
+    p->it = NULL;
+    p->target = Py_NewRef(target);
+    p->site = Py_NewRef(site);
+    p->exec = exec_tag();
+    PyObject_GC_Track(p);
+    return (PyObject *)p;
+}
+
+/* The methods of an async generator that return an awaitable resuming it. */
+static int resumes_agen(const char *name) {
+    return strcmp(name, "__anext__") == 0 || strcmp(name, "asend") == 0 ||
+           strcmp(name, "athrow") == 0 || strcmp(name, "aclose") == 0;
+}
+
+static PyTypeObject *method_wrapper_type; /* type(None.__repr__), looked up once */
+
+/* The async generator that calling f(args[0..n)) resumes through the
+ * awaitable it returns (borrowed), or NULL (never raises): a method of an
+ * async generator named by resumes_agen (builtin method or method-wrapper),
+ * or anext(agen[, default]). */
+static PyObject *resumed_agen(PyObject *f, PyObject *const *args, Py_ssize_t n) {
+    if (PyCFunction_Check(f)) {
+        PyObject *self = PyCFunction_GET_SELF(f);
+        if (self && PyAsyncGen_CheckExact(self))
+            return resumes_agen(cs_compat_cfunction_name(f)) ? self : NULL;
+        if (n >= 1 && PyAsyncGen_CheckExact(args[0]) && is_builtin_named(f, "anext"))
+            return args[0];
+        return NULL;
+    }
+    if (!method_wrapper_type) {
+        PyObject *w = PyObject_GetAttrString(Py_None, "__repr__");
+        if (!w) {
+            PyErr_Clear();
+            return NULL;
+        }
+        method_wrapper_type = Py_TYPE(w);
+        Py_DECREF(w);
+    }
+    if (!Py_IS_TYPE(f, method_wrapper_type)) return NULL;
+    PyObject *self = PyObject_GetAttrString(f, "__self__");
+    PyObject *name = self ? PyObject_GetAttrString(f, "__name__") : NULL;
+    PyObject *r = NULL;
+    if (name && PyAsyncGen_CheckExact(self) && PyUnicode_Check(name)) {
+        const char *s = PyUnicode_AsUTF8(name);
+        if (s && resumes_agen(s)) r = self; /* kept alive by f */
+    }
+    Py_XDECREF(self);
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return r;
+}
+
+/* A method of an async generator (resumes_agen) handed out by cm: calling
+ * it calls the method and returns its awaitable as an awaitproxy. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *meth;
+    PyObject *agen;
+    PyObject *site;
+    vectorcallfunc vectorcall;
+} agenmethod;
+
+static void am_dealloc(agenmethod *p) {
+    Py_XDECREF(p->meth);
+    Py_XDECREF(p->agen);
+    Py_XDECREF(p->site);
+    PyObject_Free(p);
+}
+
+static PyObject *am_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+    agenmethod *p = (agenmethod *)self;
+    return resume_proxy(PyObject_Vectorcall(p->meth, args, nargsf, kwnames), p->agen, p->site);
+}
+
+static PyObject *am_repr(agenmethod *p) { return PyObject_Repr(p->meth); }
+
+static PyTypeObject AgenMethod_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.agenmethod",
+    .tp_basicsize = sizeof(agenmethod),
+    .tp_dealloc = (destructor)am_dealloc,
+    .tp_repr = (reprfunc)am_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(agenmethod, vectorcall),
+};
+
+/* f (the method `name` of recv, about to be called: cm) as an agenmethod
+ * when it resumes the async generator recv, else f; steals f. */
+static PyObject *agen_method(PyObject *f, PyObject *recv, PyObject *name, PyObject *site) {
+    if (!f || !PyAsyncGen_CheckExact(recv) || !PyUnicode_Check(name)) return f;
+    const char *s = PyUnicode_AsUTF8(name);
+    if (!s) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    if (!resumes_agen(s)) return f;
+    agenmethod *p = PyObject_New(agenmethod, &AgenMethod_Type);
+    if (!p) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    p->meth = f;
+    p->agen = Py_NewRef(recv);
+    p->site = Py_NewRef(site);
+    p->vectorcall = am_vectorcall;
+    return (PyObject *)p;
+}
+
 /* The shared body of call / callm: records the callee (unless recv_done:
  * the receiver of a method call was recorded by cm) and the arguments, calls,
  * and registers vars(obj)'s result as an alias of obj. */
@@ -2164,6 +2441,11 @@ static PyObject *call_common(PyObject *const *a, size_t nargsf, PyObject *kwname
     }
     PyObject *r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
     if (r && vars_of && hooks_ex && add_alias(r, a[2]) < 0) Py_CLEAR(r);
+    if (r && hooks_ex) {
+        /* anext(agen), agen.asend kept in a variable...: see awaitproxy */
+        PyObject *agen = resumed_agen(f, a + 2, nargs - 2);
+        if (agen) r = resume_proxy(r, agen, a[1]);
+    }
     return r;
 }
 
@@ -2528,6 +2810,8 @@ static PyObject *aip_anext(aiterproxy *p) {
     if (proxy_touch(p->it, KIND_WRITE, p->site, &p->last_ev, &p->gen) < 0) return NULL;
     if (proxy_touch(p->src, KIND_READ, p->site, &p->last_ev_src, &p->gen_src) < 0) return NULL;
     PyTypeObject *t = Py_TYPE(p->it);
+    if (PyAsyncGen_CheckExact(p->it)) /* see awaitproxy */
+        return resume_proxy(t->tp_as_async->am_anext(p->it), p->it, p->site);
     if (t->tp_as_async && t->tp_as_async->am_anext) return t->tp_as_async->am_anext(p->it);
     return PyObject_CallMethod(p->it, "__anext__", NULL);
 }
@@ -2846,7 +3130,8 @@ int cs_register_hooks(PyObject *module) {
         return -1;
     }
     if (PyType_Ready(&IterProxy_Type) < 0 || PyType_Ready(&AIterProxy_Type) < 0 ||
-        PyType_Ready(&CallProxy_Type) < 0)
+        PyType_Ready(&CallProxy_Type) < 0 || PyType_Ready(&AwaitProxy_Type) < 0 ||
+        PyType_Ready(&AgenMethod_Type) < 0)
         return -1;
     return PyModule_AddFunctions(module, hook_methods);
 }

@@ -16,6 +16,7 @@ The outcome sets of both strategies are compared (failure type included).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import subprocess
 import sys
@@ -458,6 +459,286 @@ def test_async_for_over_a_shared_async_generator_is_a_write(separate: bool) -> N
     else:
         assert any(o[0] == runner.FAILED for o in ex_set)
         assert dp_res.failing_executions > 0
+
+
+# ------------------------------------------------------------------ async generators resumed later
+
+#: consumers of one async generator whose body awaits between yields: the generator's frame
+#: runs again in the consumer's LATER steps (the awaitable __anext__ / asend / athrow returned
+#: is resumed there), and each of those steps races with another consumer's call.  Consumer b
+#: pauses once first, so the failing order (b calls while a is suspended inside the generator)
+#: is not the stock one: DPOR reaches it only if a's resumption step is recorded as a write.
+AGEN_RESUMED = """
+import asyncio
+
+
+async def numbers():
+    i, out = 0, None
+    while i < 3:
+        try:
+            await asyncio.sleep(0)
+            yield i if out is None else out
+            out = None
+        except ValueError:
+            out = -1 - i  # athrow's value, yielded after the next await
+        i += 1
+
+
+async def consume(agen, box, key, pause, lock):
+    for _ in range(pause):
+        await asyncio.sleep(0)
+    got = []
+    try:
+        if lock is None:
+            CONSUME
+        else:
+            async with lock:
+                CONSUME
+    except RuntimeError as e:
+        got.append(type(e).__name__)
+        if RACY:
+            raise
+    box[key] = tuple(got)
+
+
+async def main(box):
+    shared = numbers()
+    if PRIME:
+        await anext(shared)
+    other = numbers() if SEPARATE else shared
+    if PRIME and SEPARATE:
+        await anext(other)
+    lock = asyncio.Lock() if LOCKED else None
+    await asyncio.gather(consume(shared, box, "a", 0, lock), consume(other, box, "b", 1, lock))
+    box["v"] = (box.get("a"), box.get("b"))
+    await shared.aclose()
+    await other.aclose()
+"""
+
+#: name -> (the consumption, whether the generator is started first: athrow needs it inside try)
+AGEN_FORMS: dict[str, tuple[str, bool]] = {
+    "async_for_break": ("async for x in agen:\n    got.append(x)\n    break", False),
+    "anext": ("got.append(await anext(agen))", False),
+    "anext_default": ("got.append(await anext(agen, None))", False),
+    "asend": ("got.append(await agen.asend(None))", False),
+    "asend_in_variable": ("step = agen.asend\ngot.append(await step(None))", False),
+    "dunder_anext": ("got.append(await agen.__anext__())", False),
+    "dunder_anext_in_variable": ("nxt = agen.__anext__\ngot.append(await nxt())", False),
+    "athrow": ("got.append(await agen.athrow(ValueError('v')))", True),
+    "awaitable_kept": ("aw = agen.asend(None)\ngot.append(await aw)", False),
+}
+
+
+def _agen_source(form: str, *, racy: bool, separate: bool = False, locked: bool = False) -> str:
+    consume, prime = AGEN_FORMS[form]
+    # the deeper placeholder first: the shallower one is a suffix of it
+    body = AGEN_RESUMED.replace(
+        "                CONSUME", textwrap.indent(consume, " " * 16)
+    ).replace("            CONSUME", textwrap.indent(consume, " " * 12))
+    flags = f"\nRACY = {racy}\nSEPARATE = {separate}\nLOCKED = {locked}\nPRIME = {prime}\n"
+    return body + flags
+
+
+@pytest.mark.parametrize("form", sorted(AGEN_FORMS))
+def test_resumption_of_a_shared_async_generator_is_a_write(form: str) -> None:
+    """b's call while a is suspended inside the generator: RuntimeError ("already running"),
+    reachable only after a's first step; DPOR must reach it (and every other outcome)."""
+    both = explore_both(_agen_source(form, racy=True))
+    ex_set, ex_res = both["exhaustive"]
+    dp_set, dp_res = both["dpor"]
+    assert ex_res.complete
+    assert any(o[0] == runner.FAILED and o[1] == "RuntimeError" for o in ex_set), ex_set
+    assert dp_set == ex_set, f"dpor {dp_set} != exhaustive {ex_set}"
+    assert dp_res.failing_executions > 0
+
+
+@pytest.mark.parametrize("form", sorted(AGEN_FORMS))
+@pytest.mark.parametrize("twin", ["separate", "locked"])
+def test_async_generator_safe_twins_pass_complete(form: str, twin: str) -> None:
+    """Each consumer with its own generator, or the consumers serialized by a Lock: no
+    RuntimeError in any order; DPOR complete with exhaustive's outcomes."""
+    src = _agen_source(form, racy=True, separate=twin == "separate", locked=twin == "locked")
+    both = explore_both(src)
+    ex_set, ex_res = both["exhaustive"]
+    dp_set, dp_res = both["dpor"]
+    assert ex_res.complete
+    assert all(o[0] == runner.OK for o in ex_set), ex_set
+    if twin == "locked":
+        # either consumer may take the lock first: both item orders
+        assert len({o[2] for o in ex_set}) == 2, ex_set
+    assert dp_set == ex_set
+    assert dp_res.complete and dp_res.failing_executions == 0
+
+
+#: every way of driving an async generator, run plainly (stock loop) and instrumented on
+#: ChaosSloth's loop (the awaitables go through the hooks' proxies): the same log
+AGEN_SEMANTICS = """
+import asyncio
+import inspect
+
+log = []
+
+
+def note(tag, f):
+    try:
+        log.append((tag, "ok", f()))
+    except Exception as e:
+        log.append((tag, type(e).__name__, str(e)))
+
+
+async def anote(tag, aw):
+    try:
+        log.append((tag, "ok", await aw))
+    except (Exception, asyncio.CancelledError) as e:
+        log.append((tag, type(e).__name__, str(e)))
+
+
+async def echo(name):
+    x = 0
+    try:
+        while True:
+            await asyncio.sleep(0)
+            try:
+                got = yield x
+            except ValueError as e:
+                log.append((name, "caught", str(e)))
+                await asyncio.sleep(0)
+                got = yield -1
+            log.append((name, "got", got))
+            x += 1
+            if got == "boom":
+                raise KeyError("boom")
+            if got == "stop":
+                return
+    finally:
+        await asyncio.sleep(0)
+        log.append((name, "finally"))
+
+
+async def slow(name):
+    try:
+        for i in range(3):
+            await asyncio.sleep(0)
+        yield 1
+    except asyncio.CancelledError:
+        log.append((name, "cancelled inside"))
+        raise
+    finally:
+        await asyncio.sleep(0)
+        log.append((name, "finally"))
+
+
+async def bad():
+    await asyncio.sleep(0)
+    yield 1
+    await asyncio.sleep(0)
+    raise LookupError("bad")
+
+
+async def consumer(agen):
+    return await anext(agen)
+
+
+async def main():
+    g = echo("g")
+    await anote("asend None", g.asend(None))
+    await anote("asend 1", g.asend(1))
+    await anote("anext", anext(g))
+    await anote("athrow caught", g.athrow(ValueError("v")))
+    await anote("asend 2", g.asend(2))
+    step = g.asend
+    await anote("asend in variable", step(3))
+    nxt = g.__anext__
+    await anote("dunder anext in variable", nxt())
+    await anote("dunder anext", g.__anext__())
+    await anote("wait_for", asyncio.wait_for(g.asend(4), 5))
+    await anote("ensure_future", asyncio.ensure_future(g.asend(5)))
+    await anote("task", asyncio.create_task(anext(g)))
+    aw = g.asend(6)
+    log.append(("awaitable", asyncio.iscoroutine(aw), inspect.isawaitable(aw)))
+    await anote("awaited once", aw)
+    await anote("awaited twice", aw)
+    await anote("athrow uncaught", g.athrow(TypeError("t")))
+    await anote("anext exhausted default", anext(g, "dflt"))
+    await anote("anext exhausted", anext(g))
+    await anote("asend exhausted", g.asend(1))
+    await anote("aclose exhausted", g.aclose())
+
+    h = echo("h")
+    await anote("h anext", anext(h))
+    await anote("h aclose", h.aclose())
+    await anote("h anext after aclose", anext(h))
+
+    k = echo("k")
+    await anote("k anext", anext(k))
+    await anote("k boom", k.asend("boom"))
+    r = echo("r")
+    await anote("r anext", anext(r))
+    await anote("r stop", r.asend("stop"))
+
+    e = echo("e")
+    async for x in e:
+        log.append(("early break at", x))
+        if x >= 2:
+            break
+    await anote("e aclose", e.aclose())
+
+    try:
+        async for x in bad():
+            log.append(("bad item", x))
+    except LookupError as exc:
+        log.append(("bad raised", str(exc)))
+
+    log.append(("comprehension", [x async for x in slow("c")]))
+
+    two = echo("two")
+    t1 = asyncio.create_task(anext(two))
+    t2 = asyncio.create_task(anext(two))
+    got = await asyncio.gather(t1, t2, return_exceptions=True)
+    log.append(("two tasks", [repr(x) for x in got]))
+    await anote("two aclose", two.aclose())
+
+    p, q = echo("p"), echo("q")
+    log.append(("gather", await asyncio.gather(anext(p), anext(q))))
+    await asyncio.gather(p.aclose(), q.aclose())
+
+    s = slow("s")
+    t = asyncio.create_task(consumer(s))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    t.cancel()
+    await anote("cancelled consumer", t)
+    await anote("s after cancel", anext(s, "dflt"))
+    return log
+"""
+
+
+def _plain_and_instrumented(src: str) -> tuple[Any, Any]:
+    path = _DIR / f"agen_sem_{next(_COUNTER)}.py"
+    path.write_text(src)
+    plain: dict[str, Any] = {"__name__": "agen_plain"}
+    exec(compile(src, str(path), "exec", dont_inherit=True), plain)  # noqa: S102
+    want = asyncio.run(plain["main"]())
+    module = scenario.load_module(path)
+    r = runner.run_once(module.main, detailed=False)
+    assert r.outcome == runner.OK, r.failure
+    return want, r.value
+
+
+def test_async_generator_protocol_behaves_the_same_instrumented() -> None:
+    want, got = _plain_and_instrumented(AGEN_SEMANTICS)
+    # the program reaches what it is meant to exercise
+    flat = repr(want)
+    for expected in (
+        "cannot reuse already awaited",
+        "already running",
+        "StopAsyncIteration",
+        "cancelled inside",
+        "('bad raised', 'bad')",
+        "('g', 'caught', 'v')",
+    ):
+        assert expected in flat, expected
+    assert got == want
 
 
 # ------------------------------------------------------------------ the issue's program, CLI
