@@ -188,12 +188,7 @@ CATALOGUE: dict[str, Program] = {
 }
 
 #: catalogue cases that fail today, each for the capture gap named (strict xfails)
-CAPTURE_GAPS: dict[str, str] = {
-    "iter-async-for-two-consumers": "`async for` over a shared async generator: the generator's "
-    "resumptions inside later steps of the consuming task are not recorded",
-    "iter-anext-two-consumers": "`await anext(agen)` of a shared async generator: its "
-    "resumptions in later steps are not recorded",
-}
+CAPTURE_GAPS: dict[str, str] = {}
 
 
 def _catalogue_params() -> list[Any]:
@@ -234,7 +229,7 @@ def _gap(focus: str) -> str:
 
 
 #: construct classes whose fast sample finds a mismatch today (strict xfails)
-GENERATED_GAPS: dict[str, str] = {"iter": _gap("iter")}
+GENERATED_GAPS: dict[str, str] = {}
 #: the same for the heavier sample
 GENERATED_GAPS_MANY: dict[str, str] = {**GENERATED_GAPS}
 #: construct classes whose programs behave differently instrumented (strict xfails)
