@@ -103,7 +103,7 @@ ext-sanitize: .venv-$(SAN_PY)/.installed
 	@echo "== loop, capture and runner tests under ASan+UBSan ($(SAN_PY))"
 	@rm -f $(SAN_DIR)/report.*; \
 	export LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" PYTHONPATH="$(SAN_DIR)" \
-		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:log_path=$(SAN_DIR)/report PYTHONMALLOC=malloc \
+		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:quarantine_size_mb=0:log_path=$(SAN_DIR)/report PYTHONMALLOC=malloc \
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(SAN_DIR)/report; \
 	.venv-$(SAN_PY)/bin/python -c "import chaossloth._core as c, sys; \
 		sys.exit(0 if '/$(SAN_DIR)/' in c.__file__ else 'not the sanitized _core: ' + c.__file__)" && \
