@@ -122,15 +122,15 @@ static int guided_choose(cs_explorer *ex, void *state, size_t step,
     guided_state *s = state;
     *chosen = 0; /* the default choice */
     if (s->cursor >= s->len) return CS_OK;
-    /* Every enabled actor is interned (cs_step_begin checks the ids it
-     * runs), but the table is sized by the largest id seen, to be safe. */
-    size_t need = cs__explorer_actor_count(ex);
-    for (size_t i = 0; i < n; i++)
-        if ((size_t)enabled[i] + 1 > need) need = (size_t)enabled[i] + 1;
-    int rc = reserve(s, need);
+    /* Only interned actors can run (cs_step_begin rejects any other id), so
+     * the table covers the interned ones; an enabled id past it is never
+     * marked (it can still be the default choice, which the front end's
+     * step_begin then refuses), and no id from the caller sizes memory. */
+    int rc = reserve(s, cs__explorer_actor_count(ex));
     if (rc) return rc;
     s->stamp++;
     for (size_t i = 0; i < n; i++) {
+        if (enabled[i] >= s->cap) continue;
         s->slot[enabled[i]] = s->stamp;
         s->pos[enabled[i]] = i;
     }

@@ -145,6 +145,20 @@ static void test_guided_unknown_actors_never_block_the_run(void) {
     cs_explorer_free(ex);
 }
 
+/* An enabled id that was never interned cannot run (cs_step_begin refuses
+ * it): it is never taken for a schedule entry, and it sizes no memory. */
+static void test_guided_never_takes_an_uninterned_enabled_id(void) {
+    static const cs_actor sched[] = {3000000000u, 1};
+    cs_explorer *ex = make_guided(sched, N(sched), 2);
+    begin(ex);
+    const cs_actor en[] = {3000000000u, 1};
+    size_t pick = 0;
+    CHECK_EQ(cs_choose(ex, en, 2, &pick), CS_OK);
+    CHECK_EQ(pick, 1);
+    CHECK_EQ(cs_execution_end(ex, CS_OUTCOME_ABORTED), CS_OK);
+    cs_explorer_free(ex);
+}
+
 /* An empty schedule is fifo; the execution may end with the schedule unused
  * or half used: no divergence, one execution only. */
 static void test_guided_never_diverges_and_runs_once(void) {
@@ -287,6 +301,7 @@ static void test_guided_runs_the_lost_update_schedule_on_the_locked_program(void
     X(test_guided_skips_a_blocked_entry_and_takes_it_later)                    \
     X(test_guided_default_when_no_entry_is_enabled)                            \
     X(test_guided_unknown_actors_never_block_the_run)                          \
+    X(test_guided_never_takes_an_uninterned_enabled_id)                        \
     X(test_guided_never_diverges_and_runs_once)                                \
     X(test_guided_accounts_steps_it_did_not_choose)                            \
     X(test_other_strategies_count_no_guide_deviations)                         \
