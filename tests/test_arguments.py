@@ -318,3 +318,51 @@ def test_cli_names_the_parameter_it_cannot_synthesize(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stdout + r.stderr
     assert "parameter 'conn'" in r.stderr and "give --args" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+MUTATES_ITS_ARGUMENTS = """\
+import asyncio
+
+
+class Box:
+    def __init__(self, seen: list):
+        self.seen = seen
+        self.n = 0
+
+    async def add(self, items: list):
+        items.append(1)
+        self.seen.append(1)
+        await asyncio.sleep(0)
+        self.n = len(items)
+"""
+
+
+def test_each_call_and_each_object_gets_its_own_copy_of_the_arguments(tmp_path: Path) -> None:
+    # `items` (synthesized []) is each call's own, as `add([])` written twice would be, and
+    # `seen` each object's: one list shared by the calls, the executions or the serial runs
+    # would carry mutations from one into the next and report a race on the arguments as one
+    # of the class. Every order ends with n == 1 and two entries in seen: race-free.
+    p = _file(tmp_path, "box.py", MUTATES_ITS_ARGUMENTS)
+    program = scenario.load_workload(p, "Box", "add")
+    try:
+        for _ in range(2):  # a second execution must not see the first one's appends
+            obj, results = scenario._run_plain(program.factory())
+            assert (obj.n, obj.seen, results) == (1, [1, 1], [None, None])
+            assert program.oracle is not None and program.oracle((obj, results)) is None
+    finally:
+        program.release()
+    out = tmp_path / "r.json"
+    r = cli(
+        "check",
+        str(p),
+        "--cls",
+        "Box",
+        "--method",
+        "add",
+        "--no-telemetry",
+        "--json",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(out.read_text())["complete"] is True

@@ -12,6 +12,7 @@ message; nothing here lets a traceback from ChaosSloth's internals reach the use
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import inspect
 import os
@@ -327,7 +328,13 @@ def parse_literal(
 
 @dataclass
 class Workload:
-    """K concurrent calls of one async method on one fresh object."""
+    """K concurrent calls of one async method on one fresh object.
+
+    Every call, and the constructor of every object, gets its own deep copy of the argument
+    values (as the literal written in each call would give): a mutable argument (``[]``) shared
+    by the calls, the executions or the serial runs would carry one's mutations into the
+    next, and a race on the argument would be reported as one of the class.  The serial
+    oracle copies each call's arguments the same way (:class:`~chaossloth.serial.Call`)."""
 
     cls_obj: type
     cls: str
@@ -336,19 +343,24 @@ class Workload:
     args: tuple[Any, ...]
     init_args: tuple[Any, ...]
 
+    def construct(self) -> Any:
+        """A fresh object, from a fresh copy of the constructor's arguments."""
+        return self.cls_obj(*copy.deepcopy(self.init_args))
+
     async def concurrent(self) -> tuple[Any, list[Any]]:
         """The scenario: the calls run as K tasks (children of the scenario's task); a call
         that raised is an outcome, compared like a return value against the serial runs."""
-        obj = self.cls_obj(*self.init_args)
+        obj = self.construct()
         bound = getattr(obj, self.method)
         results = await asyncio.gather(
-            *(bound(*self.args) for _ in range(self.tasks)), return_exceptions=True
+            *(bound(*copy.deepcopy(self.args)) for _ in range(self.tasks)),
+            return_exceptions=True,
         )
         return obj, list(results)
 
     def make_oracle(self) -> Callable[[Any], str | None]:
         oracle = SerialOracle(
-            factory=lambda: self.cls_obj(*self.init_args),
+            factory=self.construct,
             calls=[Call(self.method, self.args)] * self.tasks,
             run=_run_plain,
         )
