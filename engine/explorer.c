@@ -66,7 +66,7 @@ const char *cs_strerror(int status) {
 }
 
 static const char *const strategy_names[] = {
-    "fifo", "random", "replay", "pct", "pos", "dpor", "exhaustive",
+    "fifo", "random", "replay", "pct", "pos", "dpor", "exhaustive", "guided",
 };
 
 const char *cs_strategy_name(cs_strategy_kind kind) {
@@ -91,6 +91,7 @@ static const cs__strategy_ops *ops_for(cs_strategy_kind kind) {
     case CS_STRATEGY_POS: return &cs__strategy_pos;
     case CS_STRATEGY_DPOR: return &cs__strategy_dpor;
     case CS_STRATEGY_EXHAUSTIVE: return &cs__strategy_exhaustive;
+    case CS_STRATEGY_GUIDED: return &cs__strategy_guided;
     }
     return NULL;
 }
@@ -182,7 +183,8 @@ int cs_explorer_new(const cs_config *cfg, cs_explorer **out) {
     *out = NULL;
     const cs__strategy_ops *ops = ops_for(cfg->kind);
     if (!ops) return CS_EINVAL;
-    if (cfg->kind == CS_STRATEGY_REPLAY && cfg->replay_len && !cfg->replay)
+    if ((cfg->kind == CS_STRATEGY_REPLAY || cfg->kind == CS_STRATEGY_GUIDED) &&
+        cfg->replay_len && !cfg->replay)
         return CS_EINVAL;
     if (cfg->time_limit < 0) return CS_EINVAL;
 
@@ -352,6 +354,8 @@ int cs_execution_end(cs_explorer *ex, int outcome) {
 const cs_config *cs__explorer_config(const cs_explorer *ex) { return &ex->cfg; }
 
 void cs__explorer_count_blocked(cs_explorer *ex) { ex->stats.sleep_blocked++; }
+
+void cs__explorer_count_deviation(cs_explorer *ex) { ex->stats.guide_deviations++; }
 
 int cs__explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
                          size_t n_enabled) {

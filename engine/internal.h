@@ -180,6 +180,7 @@ extern const cs__strategy_ops cs__strategy_pct;
 extern const cs__strategy_ops cs__strategy_pos;
 extern const cs__strategy_ops cs__strategy_dpor;
 extern const cs__strategy_ops cs__strategy_exhaustive;
+extern const cs__strategy_ops cs__strategy_guided;
 
 /* What strategies may ask of the explorer. */
 const cs__trace *cs__explorer_trace(const cs_explorer *ex);
@@ -191,6 +192,9 @@ int cs__explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
 /* A strategy that cuts an execution short as redundant (returning
  * CS_EBLOCKED from choose) counts it here. */
 void cs__explorer_count_blocked(cs_explorer *ex);
+/* The guided strategy counts a step that did not follow its schedule here
+ * (cs_stats.guide_deviations). */
+void cs__explorer_count_deviation(cs_explorer *ex);
 /* The explorer's (validated, owned) configuration. */
 const cs_config *cs__explorer_config(const cs_explorer *ex);
 

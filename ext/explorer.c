@@ -178,7 +178,7 @@ static PyObject *Explorer_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     if (kind < 0) {
         PyErr_Format(PyExc_ValueError,
                      "unknown strategy %R (expected one of fifo, random, replay, "
-                     "pct, pos, dpor, exhaustive)",
+                     "pct, pos, dpor, exhaustive, guided)",
                      strategy);
         return NULL;
     }
@@ -251,8 +251,8 @@ static PyObject *Explorer_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
         Py_DECREF(fast);
         cfg.replay = sched;
         cfg.replay_len = (size_t)n;
-    } else if (kind == CS_STRATEGY_REPLAY) {
-        PyErr_SetString(PyExc_ValueError, "strategy 'replay' needs replay=[actor ids]");
+    } else if (kind == CS_STRATEGY_REPLAY || kind == CS_STRATEGY_GUIDED) {
+        PyErr_Format(PyExc_ValueError, "strategy '%s' needs replay=[actor ids]", name);
         return NULL;
     }
 
@@ -447,7 +447,7 @@ static PyObject *Explorer_end(ExplorerObject *self, PyObject *arg) {
 static PyObject *Explorer_stats(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
     cs_stats st;
     cs_explorer_stats(self->ex, &st);
-    return Py_BuildValue("{sKsKsKsKsKsKsNsN}", "executions",
+    return Py_BuildValue("{sKsKsKsKsKsKsNsNsK}", "executions",
                          (unsigned long long)st.executions, "failing",
                          (unsigned long long)st.failing, "aborted",
                          (unsigned long long)st.aborted, "sleep_blocked",
@@ -455,7 +455,8 @@ static PyObject *Explorer_stats(ExplorerObject *self, PyObject *Py_UNUSED(ignore
                          (unsigned long long)st.distinct_traces, "max_depth",
                          (unsigned long long)st.max_depth, "complete",
                          PyBool_FromLong(st.complete), "budget_hit",
-                         PyBool_FromLong(st.budget_hit));
+                         PyBool_FromLong(st.budget_hit), "guide_deviations",
+                         (unsigned long long)st.guide_deviations);
 }
 
 static PyObject *Explorer_divergence(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
@@ -943,8 +944,8 @@ int cs_register_explorer(PyObject *m) {
         Py_XDECREF(whole);
         return -1;
     }
-    PyObject *names = Py_BuildValue("(sssssss)", "fifo", "random", "replay", "pct", "pos",
-                                    "dpor", "exhaustive");
+    PyObject *names = Py_BuildValue("(ssssssss)", "fifo", "random", "replay", "pct", "pos",
+                                    "dpor", "exhaustive", "guided");
     if (!names || PyModule_AddObject(m, "STRATEGIES", names) < 0) {
         Py_XDECREF(names);
         return -1;

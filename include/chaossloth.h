@@ -122,10 +122,14 @@ typedef enum {
     CS_STRATEGY_POS = 4,        /* partial order sampling */
     CS_STRATEGY_DPOR = 5,       /* optimal DPOR: wakeup trees + sleep sets */
     CS_STRATEGY_EXHAUSTIVE = 6, /* brute force: every schedule (for testing) */
+    CS_STRATEGY_GUIDED = 7,     /* a recorded actor sequence as a guide: its
+                                   next enabled actor, else the default; never
+                                   diverges (strategy_guided.c) */
 } cs_strategy_kind;
 
 /* Name <-> kind ("fifo", "random", "replay", "pct", "pos", "dpor",
- * "exhaustive").  cs_strategy_from_name returns -1 for an unknown name. */
+ * "exhaustive", "guided").  cs_strategy_from_name returns -1 for an unknown
+ * name. */
 const char *cs_strategy_name(cs_strategy_kind kind);
 int cs_strategy_from_name(const char *name);
 
@@ -134,7 +138,7 @@ typedef struct {
     uint64_t seed;            /* random, pct, pos */
     uint32_t pct_depth;       /* pct: bug depth d (>= 1); default 3 */
     uint32_t pct_steps_hint;  /* pct: estimate of steps per execution (k) */
-    const cs_actor *replay;   /* replay: the actor sequence (copied) */
+    const cs_actor *replay;   /* replay, guided: the actor sequence (copied) */
     size_t replay_len;
     uint64_t max_executions;  /* 0 = no limit */
     uint64_t max_steps;       /* per execution; 0 = no limit */
@@ -228,6 +232,9 @@ typedef struct {
     int complete;             /* 1: every trace was covered (dpor,
                                  exhaustive, within budget) */
     int budget_hit;           /* 1: max_executions or time_limit stopped it */
+    uint64_t guide_deviations; /* guided: steps that did not run the actor at
+                                  the schedule's cursor (strategy_guided.c);
+                                  0 for every other strategy */
 } cs_stats;
 
 void cs_explorer_stats(const cs_explorer *ex, cs_stats *out);

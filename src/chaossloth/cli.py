@@ -5,7 +5,7 @@
     chaossloth FILE --cls CLASS --method METHOD [options]     the whole pipeline
     chaossloth replay SCHEDULE_FILE
     chaossloth trace ...
-    chaossloth fix ...                                        (not implemented yet)
+    chaossloth fix FILE (--scenario NAME | --cls CLASS --method METHOD) [--write] [--diff PATH]
 
 Exit codes: 0 no failing schedule, 1 failing schedule found (replay: the failure reproduces),
 2 usage or input error (replay: the schedule no longer fits the program), 3 internal error.
@@ -21,9 +21,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from chaossloth import __version__, config, pipeline, replay, scenario, trace_cmd
+from chaossloth import report as rp
 from chaossloth.config import Config
 from chaossloth.errors import InputError
 from chaossloth.progress import ClearingWriter, ProgressLine, is_terminal
+from chaossloth.reasoning import repair
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -37,12 +39,13 @@ _DESCRIPTION = (
 )
 _EPILOG = """commands:
   check FILE ...         find a failing schedule, replay it and explain it
-  FILE ...               the whole pipeline (as check; lock synthesis is not implemented yet)
+  FILE ...               the whole pipeline: check, then synthesize and verify a patch
   replay SCHEDULE_FILE   re-execute a failing schedule (exit 1: fails, 0: passes now,
                          2: the schedule no longer fits the program)
   trace ...              one recorded run, step by step: reads, writes, awaits and
                          happens-before edges (see chaossloth trace -h)
-  fix ...                lock synthesis (not implemented yet)
+  fix FILE ...           the whole pipeline; print the verified patch (--write applies it;
+                         exit 0 verified or nothing to fix, 1 a hazard remains)
 
 exit codes: 0 no failing schedule, 1 failing schedule found, 2 usage or input error"""
 
@@ -248,14 +251,69 @@ def _cmd_trace(argv: Sequence[str]) -> int:
 
 
 def _cmd_fix(argv: Sequence[str]) -> int:
-    if any(a in ("-h", "--help") for a in argv):
-        print("usage: chaossloth fix FILE ...\n\nLock synthesis: not implemented yet.")
-        return EXIT_PASS
-    _err(
-        "chaossloth fix (lock synthesis, stages 6-7) is not implemented yet; "
-        "`chaossloth check` finds, replays and explains the race"
+    """chaossloth fix: the whole pipeline; the verified patch printed (and written with
+    --write, --diff); exit 0 a verified patch or nothing to fix, 1 a hazard remains."""
+    parser = _check_parser("chaossloth fix", full=True)
+    parser.description = (
+        "Find the race, synthesize ordered asyncio.Locks that remove it, verify the patch "
+        "against the failing schedule and a fresh exploration, print the diff."
     )
-    return EXIT_INPUT
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="apply the verified patch to FILE in place (the original is kept as "
+        ".chaossloth/<stem>.orig.py)",
+    )
+    parser.add_argument("--diff", metavar="PATH", dest="diff_path", help="write the diff to PATH")
+    ns = parser.parse_args(list(argv))
+    cfg = Config(**{name: getattr(ns, name) for name in config.NAMES if config.flag_of(name)})
+    json_path = cfg.json_path
+    cfg = cfg.replace(json_path=None)
+    program = scenario.load(ns.file, cfg)
+    out: Any = None if cfg.quiet else sys.stdout
+    res = pipeline.run(program, cfg, out, full=True)
+    rep = res.repair_obj
+    summary: dict[str, Any] = (
+        rep.to_json()
+        if rep is not None
+        else {
+            "status": "not-needed",
+            "verified": False,
+            "complete": res.complete,
+            "executions": res.executions,
+            "hazards": [],
+            "locks": [],
+            "files": [],
+            "diff": "",
+        }
+    )
+    code = EXIT_PASS
+    if rep is None:
+        line = "no patch needed: " + (
+            "every schedule passes (complete)" if res.complete else "no failing schedule found"
+        )
+        if res.failed:  # failed but stages 6-7 did not run: cannot happen with full=True
+            line, code = "no patch: the stages did not run", EXIT_FAIL
+    elif rep.verified:
+        line = "patch verified" + (" (complete)" if summary["complete"] else " (incomplete)")
+        if ns.diff_path:
+            repair.write_text(ns.diff_path, rep.diff)
+        if ns.write:
+            backup = repair.write_patch(program, rep)
+            line += f"; {program.path} patched (original kept as {backup})"
+    else:
+        code = EXIT_FAIL
+        line = f"no verified patch: {rep.explanation or 'the patch did not survive'}"
+        if ns.diff_path and rep.diff:
+            repair.write_text(ns.diff_path, rep.diff)
+    print(line if not cfg.quiet else line.split(":")[0])
+    if json_path:
+        summary["report"] = res.to_json()
+        try:
+            rp.write_json(summary, json_path)
+        except OSError as exc:
+            raise InputError(f"{json_path}: cannot write the report ({exc.strerror or exc})")
+    return code
 
 
 def _top_help() -> str:
@@ -264,7 +322,7 @@ def _top_help() -> str:
         "       chaossloth FILE (--scenario NAME | --cls CLASS --method METHOD) [options]\n"
         "       chaossloth replay SCHEDULE_FILE\n"
         "       chaossloth trace ...\n"
-        "       chaossloth fix ...\n\n"
+        "       chaossloth fix FILE (--scenario NAME | --cls CLASS --method METHOD) [--write]\n\n"
         f"{_DESCRIPTION}\n\n{_EPILOG}\n\n"
         "options: see chaossloth check --help\n"
     )

@@ -30,8 +30,8 @@ def run(
     progress: Callable[[runner.Progress], None] | None = None,
 ) -> Result:
     """Runs the stages on a loaded program and returns the result (writes the files `config`
-    asks for).  `full`: the whole pipeline (no subcommand), whose stages 6-7 say they are not
-    implemented yet; `progress`: called during the exploration (the CLI's progress line)."""
+    asks for).  `full`: the whole pipeline (no subcommand, or ``fix``): stages 6-7 synthesize
+    and verify a patch; `progress`: called during the exploration (the CLI's progress line)."""
     res = Result(program=program.describe(), strategy=config.strategy, timers=config.timers)
     if config.invariant:
         res.program["invariant"] = config.invariant
@@ -54,6 +54,9 @@ def run(
         with ctx.printer.stage(stage.name):
             stage.run(ctx)
     res.stages = list(ctx.printer.times)
+    if ctx.repair is not None:
+        res.repair = ctx.repair.to_json()
+    res.repair_obj = ctx.repair
     # modules the later executions imported are instrumented too: the final list
     res.instrumented = program.instrumented_modules()
     if config.json_path:

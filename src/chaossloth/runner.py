@@ -124,6 +124,9 @@ class ExecutionResult:
     divergence: dict[str, Any] | None = None
     #: timers still pending when the execution ended (never fired in it)
     timers_pending: int = 0
+    #: a guided replay (``run_once(..., guided=True)``): its steps that did not run the actor at
+    #: the schedule's cursor (engine/strategy_guided.c); 0 for every other execution
+    guide_deviations: int = 0
     #: the engine's explorer that ran this execution, set by run_once(detailed=True) only: its
     #: current execution is this one, for the engine's analyses (``_core.diagnose``,
     #: ``happens_before``, ``actor_path``).  None for the executions of an exploration.
@@ -802,6 +805,7 @@ def run_once(
     oracle: Callable[[Any], Any] | None = None,
     detailed: bool = True,
     raise_on_divergence: bool = True,
+    guided: bool = False,
     config: Config | None = None,
     **options: Any,
 ) -> ExecutionResult:
@@ -812,15 +816,24 @@ def run_once(
     field names: ``max_steps=``, ``timers=``, ``seed=``) gives the step budget, timer mode and
     seed.
 
+    With `guided` (it needs `schedule`), the schedule is a guide, not a prescription (strategy
+    "guided", engine/strategy_guided.c): each step runs the actor of the schedule's earliest
+    unused entry that is enabled, or the default order's step when none is, so the execution
+    never diverges.  It replays a program's failing schedule on the program changed (locks
+    added).  ``result.guide_deviations`` counts the steps that did not run the actor at the
+    schedule's cursor (0: the schedule was followed as is).
+
     With `detailed`, the result carries the full trace, the await sites and the explorer that
     ran it (``result.explorer``, whose current execution is this one).
 
     A diverged replay raises ScheduleDivergedError (a NondeterminismError) naming the step (or,
     with raise_on_divergence=False, returns the aborted result)."""
     cfg = (config or DEFAULTS).replace(**options)
+    if guided and schedule is None:
+        raise ValueError("run_once(guided=True) needs a schedule to be guided by")
     if schedule is not None:
-        strategy = "replay"
-        ex = _core.Explorer("replay", replay=list(schedule), max_steps=cfg.max_steps)
+        strategy = "guided" if guided else "replay"
+        ex = _core.Explorer(strategy, replay=list(schedule), max_steps=cfg.max_steps)
     else:
         ex = _core.Explorer(strategy, seed=cfg.seed, max_executions=1, max_steps=cfg.max_steps)
     if actor_paths:
@@ -829,10 +842,12 @@ def run_once(
     if not ex.begin():  # pragma: no cover - a fresh explorer always has one execution
         raise RuntimeError("the engine refused to start an execution")
     result = driver.run(0, detailed=detailed)
+    result.guide_deviations = int(ex.stats()["guide_deviations"])
     if detailed:
         result.explorer = ex
     if result.outcome == ABORTED and result.divergence is not None and raise_on_divergence:
-        raise _nondeterminism(result, "replay" if schedule is not None else "execution")
+        what = "execution" if schedule is None else "guided replay" if guided else "replay"
+        raise _nondeterminism(result, what)
     return result
 
 

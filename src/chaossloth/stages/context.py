@@ -17,6 +17,8 @@ from chaossloth import runner
 from chaossloth.config import Config
 from chaossloth.diagnosis import Detailed
 from chaossloth.errors import InputError, NondeterminismError
+from chaossloth.reasoning.repair import Repair
+from chaossloth.reasoning.synthesis import Hazard
 from chaossloth.runner import ExecutionResult, Failure
 from chaossloth.scenario import Program
 
@@ -79,6 +81,10 @@ class Result:
     stock_loop_failure: dict[str, Any] | None = None
     #: a dependency capture missed: found by the sentinel or the stock loop (JSON-ready)
     capture_gap: dict[str, Any] | None = None
+    #: stages 6-7: the repair's JSON (Repair.to_json), or None when they did not run
+    repair: dict[str, Any] | None = None
+    #: stages 6-7: the repair itself, with its patch (chaossloth fix, the Python API)
+    repair_obj: Repair | None = field(default=None, repr=False, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -129,6 +135,7 @@ class Result:
         d["sentinel"] = self.sentinel
         d["stock_loop_failure"] = self.stock_loop_failure
         d["capture_gap"] = self.capture_gap
+        d["repair"] = self.repair
         if self.not_implemented:
             d["not_implemented"] = self.not_implemented
         d.update(rp.instrumentation_json(self.instrumented, self.uninstrumented))
@@ -146,7 +153,7 @@ class Context:
     oracle: Oracle | None
     printer: rp.StagePrinter
     result: Result
-    #: the whole pipeline (no subcommand): stages 6-7 say they are not implemented yet
+    #: the whole pipeline (no subcommand, or fix): stages 6-7 run
     full: bool = False
     #: called with runner.Progress during exploration (the CLI's terminal progress line)
     progress: Callable[[runner.Progress], None] | None = None
@@ -158,6 +165,10 @@ class Context:
     failing: ExecutionResult | None = None
     #: stage 5: the failing execution with its trace and explorer
     detailed: Detailed | None = None
+    #: stage 6: the synthesis input (the diagnosed patterns in the program's file)
+    hazards: list[Hazard] = field(default_factory=list)
+    #: stage 6 (stage 7 widens and verifies it): the repair, or None when not run
+    repair: Repair | None = None
 
 
 # ------------------------------------------------------------------ helpers of several stages

@@ -58,12 +58,20 @@ class Verdict:
                 "--max-executions/--time-limit for more)"
             )
             pr.say(f"PASS: {scope}")
-        if ctx.full:
-            pr.say(
-                "lock synthesis (stages 6-7) is not implemented yet: no patch is proposed"
-                if failing is not None
-                else "lock synthesis (stages 6-7) is not implemented yet"
-            )
+        rep = ctx.repair
+        if ctx.full and rep is not None:
+            if rep.verified:
+                v = rep.verification
+                assert v is not None
+                pr.say(
+                    f"patch: verified on {v.executions} schedules"
+                    + (" (complete)" if v.complete else " (incomplete)")
+                    + " (chaossloth fix --write applies it)"
+                )
+            elif rep.status == "unfixable":
+                pr.say("patch: none (no lock fixes this hazard; see stage 6)")
+            else:
+                pr.say("patch: none verified (see stage 7)")
 
 
 def _stock_loop_verdict(ctx: Context) -> None:

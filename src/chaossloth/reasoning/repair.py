@@ -1,0 +1,285 @@
+"""Repair (stages 6 and 7): which hazards a lock can fix, the patch, and its verification.
+
+Stage 6 turns the diagnosed findings into :class:`~chaossloth.reasoning.synthesis.Hazard` items
+and synthesizes the minimal patch (:func:`hazards_of`, :func:`unfixable_reason`).  Stage 7
+verifies it adversarially (:func:`verify`): the patched file is loaded like the original (its
+project instrumented, the same workload, oracle and invariant), the original failing schedule is
+replayed on it as a guide (the engine's "guided" strategy: the schedule's order wherever its task
+is enabled, the next enabled task of the schedule where a new lock blocks), then the patched
+program is explored with the same strategy, budget and sentinel as stage 3.  A counterexample
+sends the repair back to synthesis one widening level up (:data:`synthesis.WIDEN_LEVELS`), with
+the resources of the counterexample's own findings added; a patch is verified only when the guided
+replay and the exploration both pass.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaossloth import report as rp
+from chaossloth import runner
+from chaossloth.errors import InputError
+from chaossloth.reasoning.synthesis import Hazard, Patch
+from chaossloth.runner import ExecutionResult
+
+#: hazards a lock cannot fix, and what would
+_NOT_BY_A_LOCK = {
+    "cancellation": (
+        "the failure is a cancellation (CancelledError/TimeoutError) that interrupts the code "
+        "between its updates. A lock cannot help: the cancelled task leaves the critical "
+        "section half done, and the lock is released on the way out. Make the update "
+        "cancellation-safe instead: do every await before the first write (compute, then "
+        "commit without awaiting), undo the partial update in `except asyncio.CancelledError:` "
+        "(re-raising it), or protect the commit with `asyncio.shield`."
+    ),
+    "livelock": (
+        "the program never terminates under some schedule (livelock or busy wait). A lock "
+        "cannot fix progress: wait for the condition with an asyncio.Event or asyncio.Condition "
+        "instead of polling."
+    ),
+    "exception": (
+        "no access pattern on shared state explains the failure, so there is nothing for a "
+        "lock to protect. Read the failure's traceback and the schedule (chaossloth replay)."
+    ),
+    "order": (
+        "one task must run after another (an order violation): a lock gives mutual exclusion, "
+        "not order. Make the later task wait for the earlier one: an asyncio.Event it sets, or "
+        "await the task (or future) that produces what it needs."
+    ),
+}
+
+
+def unfixable_reason(hazard: str | None, findings: list[rp.Finding]) -> str | None:
+    """Why no lock fixes this hazard, or None when a lock may."""
+    if hazard in ("cancellation", "livelock"):
+        return _NOT_BY_A_LOCK[hazard]
+    if hazard == "deadlock":
+        return None
+    if not any(f.pattern in rp.PATTERN_HAZARD for f in findings):
+        if any(f.pattern == "order" for f in findings) or hazard == "order-violation":
+            return _NOT_BY_A_LOCK["order"]
+        return _NOT_BY_A_LOCK["exception"]
+    return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+#: a resource label that names state: a name, attributes, subscripts (not a call's result)
+_STATE_LABEL = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\[[^()]*\])*$")
+
+
+def hazards_of(findings: list[rp.Finding], path: str) -> tuple[list[Hazard], list[str]]:
+    """The access-pattern findings on shared state whose accesses are in `path`, as synthesis
+    input; and the other files the rest of the findings are in (patching them is not
+    supported: said).  A finding whose resource is an object asyncio made for a call
+    (``asyncio.gather(a, b)``: the gathering future) is ordering between tasks, not state a
+    lock protects: left out."""
+    out: list[Hazard] = []
+    elsewhere: list[str] = []
+    for f in findings:
+        if f.pattern not in rp.PATTERN_HAZARD or not _STATE_LABEL.match(f.resource.strip()):
+            continue
+        sites = [s for s in (f.local, f.second, f.await_site, f.remote) if s is not None]
+        mine = [s.line for s in sites if _same_file(s.file, path)]
+        if not mine:
+            elsewhere += [s.file for s in sites]
+            continue
+        hz = Hazard(f.resource, tuple(dict.fromkeys(mine)), f.hazard)
+        if hz not in out:
+            out.append(hz)
+    return out, sorted(set(elsewhere))
+
+
+def display_path(path: str) -> str:
+    """`path` as the diff names it: relative to the current directory (so that `git apply`
+    and `patch -p1` apply it from there), absolute when the file is outside it."""
+    rel = os.path.relpath(path)
+    return path.lstrip("/") if rel.startswith("..") else rel
+
+
+@dataclass
+class Verification:
+    """What stage 7 found on one patch."""
+
+    replay_passed: bool | None = None  #: the guided replay of the original failing schedule
+    replay_deviations: int = 0
+    executions: int = 0
+    complete: bool = False
+    incomplete_reason: str | None = None
+    counterexample: str | None = None  #: the failure of the patched program, worded
+    hazards: list[Hazard] = field(default_factory=list)  #: its findings, on original lines
+    sentinel_executions: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.replay_passed is not False and self.counterexample is None
+
+
+@dataclass
+class Repair:
+    """The outcome of stages 6-7 (JSON: :meth:`to_json`)."""
+
+    status: str  #: "verified", "unverified", "unfixable" or "not-needed"
+    path: str = ""
+    patch: Patch | None = None
+    diff: str = ""
+    explanation: str | None = None
+    verification: Verification | None = None
+    hazards: list[str] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    widen_level: int = 0
+
+    @property
+    def verified(self) -> bool:
+        return self.status == "verified"
+
+    def to_json(self) -> dict[str, Any]:
+        v = self.verification
+        return {
+            "status": self.status,
+            "verified": self.verified,
+            "complete": bool(v is not None and v.complete and self.verified),
+            "executions": v.executions if v is not None else 0,
+            "replay_passed": v.replay_passed if v is not None else None,
+            "hazards": self.hazards,
+            "locks": [lk.to_json() for lk in self.patch.locks] if self.patch else [],
+            "intervals": [iv.to_json() for iv in self.patch.intervals] if self.patch else [],
+            "files": [self.path] if self.patch is not None else [],
+            "diff": self.diff,
+            "explanation": self.explanation,
+            "counterexample": v.counterexample if v is not None else None,
+            "attempts": self.attempts,
+            "notes": self.patch.notes if self.patch else [],
+        }
+
+
+def verify(ctx: Any, patch: Patch, failing: ExecutionResult) -> Verification:
+    """Stage 7 on one patch: the guided replay of `failing`, then the exploration of the
+    patched program (stage 3's, with its sentinel) under ctx's config and invariant."""
+    from chaossloth import scenario
+    from chaossloth.stages import STAGES
+    from chaossloth.stages.collapse import explore
+    from chaossloth.stages.context import Context, Result
+    from chaossloth.stages.diagnose import Diagnose
+
+    v = Verification()
+    tmp = tempfile.mkdtemp(prefix="chaossloth-fix-")
+    try:
+        path = Path(tmp) / Path(patch.path).name
+        path.write_text(patch.patched, encoding="utf-8")
+        cfg = ctx.config.replace(
+            args=ctx.program.args,
+            init_args=ctx.program.init_args,
+            json_path=None,
+            mermaid_path=None,
+            schedule_out=None,
+        )
+        try:
+            program = scenario.load(str(path), cfg)
+        except InputError as exc:
+            v.counterexample = f"the patched file does not load: {exc}"
+            return v
+        try:
+            sub = Context(
+                program=program,
+                config=cfg,
+                oracle=scenario.oracle_with_invariant(program, cfg.invariant),
+                printer=rp.StagePrinter(None, [(s.name, s.title) for s in STAGES]),
+                result=Result(),
+            )
+            guided = runner.run_once(
+                program.factory,
+                schedule=failing.schedule,
+                actor_paths=failing.actor_paths,
+                guided=True,
+                oracle=sub.oracle,
+                config=cfg,
+                detailed=False,
+            )
+            v.replay_passed = not guided.failed
+            v.replay_deviations = guided.guide_deviations
+            found: ExecutionResult | None
+            if guided.failed:
+                found = guided
+                v.executions = 1
+            else:
+                found = explore(sub)
+                v.executions = sub.result.executions + 1
+                v.complete = sub.result.complete and found is None
+                v.incomplete_reason = sub.result.incomplete_reason
+                v.sentinel_executions = int((sub.result.sentinel or {}).get("executions", 0))
+            if found is not None:
+                f = found.failure
+                v.counterexample = (
+                    f"{f.type_name}: {f.message}" if f is not None else "a failing schedule"
+                )
+                sub.failing = found
+                Diagnose().run(sub)
+                for fd in sub.result.findings:
+                    if fd.pattern not in rp.PATTERN_HAZARD:
+                        continue
+                    rows = [
+                        patch.original_line(s.line)
+                        for s in (fd.local, fd.second, fd.await_site, fd.remote)
+                        if s is not None and _same_file(s.file, str(path))
+                    ]
+                    lines = tuple(r for r in rows if r is not None)
+                    if lines:
+                        v.hazards.append(Hazard(fd.resource, lines, fd.hazard))
+        finally:
+            program.release()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return v
+
+
+def write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def write_patch(program: Any, rep: Repair, keep_dir: str = ".chaossloth") -> str:
+    """Applies a verified patch to the program's file in place: only if the file still has
+    the hash it had when it was analysed; the original is kept as ``<keep_dir>/<stem>.orig.py``
+    first; the new text goes to a temporary file beside it, then replaces it (one rename: a
+    reader sees the old file or the new one, never half of one).  Returns the backup's path."""
+    from chaossloth.scenario import file_sha256
+
+    assert rep.patch is not None and rep.verified
+    target = Path(program.path)
+    if file_sha256(target) != program.sha256:
+        raise InputError(
+            f"{target}: the file changed since it was analysed; not patched (run fix again)"
+        )
+    backup = Path(keep_dir) / f"{target.stem}.orig.py"
+    try:
+        backup.parent.mkdir(parents=True, exist_ok=True)
+        original = target.read_bytes()
+        backup.write_bytes(original)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(rep.patch.patched.encode("utf-8"))
+            shutil.copymode(target, tmp)
+            if file_sha256(target) != program.sha256:  # changed while we wrote
+                raise InputError(f"{target}: the file changed while it was patched; not patched")
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise InputError(f"{target}: cannot write the patch ({exc.strerror or exc})") from None
+    return str(backup)
