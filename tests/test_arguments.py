@@ -207,7 +207,7 @@ class Server:
         self.name, self.size, self.mode = name, size, mode
         self.seen = {}
 
-    async def handle(self, key: str, n: int, conn: Optional[Missing], mode: Mode):
+    async def handle(self, key: str, n: int, conn: Optional[Missing], alt: Missing | None, mode: Mode):
         self.seen[key] = self.seen.get(key, 0) + n
 
     async def needs_missing(self, key: str, conn: Missing):
@@ -231,7 +231,7 @@ def test_string_annotations_that_get_type_hints_cannot_resolve(tmp_path: Path) -
     # and each annotation's text is read instead
     p = _file(tmp_path, "future_srv.py", FUTURE_SOURCE)
     program = _load(p, "Server", "handle")
-    assert program.args == "('key', 1, None, Mode.ON,)" and program.args_synthesized
+    assert program.args == "('key', 1, None, None, Mode.ON,)" and program.args_synthesized
     assert program.init_args == "('name', 1, Mode.ON,)" and program.init_args_synthesized
     d = program.describe()
     assert d["args"] == program.args and d["init_args"] == program.init_args
@@ -252,8 +252,10 @@ def test_static_and_class_methods_take_no_instance(tmp_path: Path) -> None:
 
 def test_given_arguments_are_kept_as_written_and_not_synthesized(tmp_path: Path) -> None:
     p = _file(tmp_path, "future_srv.py", FUTURE_SOURCE)
-    program = _load(p, "Server", "handle", 2, "('k', 3, None, Mode.OFF)", "('n', 2, Mode.OFF)")
-    assert program.args == "('k', 3, None, Mode.OFF)" and not program.args_synthesized
+    program = _load(
+        p, "Server", "handle", 2, "('k', 3, None, None, Mode.OFF)", "('n', 2, Mode.OFF)"
+    )
+    assert program.args == "('k', 3, None, None, Mode.OFF)" and not program.args_synthesized
     assert "args_synthesized" not in program.describe()
     assert "init_args_synthesized" not in program.describe()
     # an explicit empty --args passes no arguments: nothing is synthesized
