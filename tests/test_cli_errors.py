@@ -109,8 +109,11 @@ def test_argparse_errors_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
-def test_fix_is_not_implemented(tmp_path: Path) -> None:
-    assert_input_error(cli("fix", SEED, cwd=tmp_path), "not implemented")
+def test_fix_bad_input_is_one_message(tmp_path: Path) -> None:
+    assert_input_error(cli("fix", str(tmp_path / "missing.py"), cwd=tmp_path), "no such file")
+    assert_input_error(
+        cli("fix", SEED, "--cls", "Nope", "--method", "m", cwd=tmp_path), "no class 'Nope'"
+    )
 
 
 def test_never_terminates(tmp_path: Path) -> None:

@@ -151,7 +151,7 @@ def test_correct_program_passes_complete(tmp_path: Path, how: list[str]) -> None
     assert rep["natural_failure_rate"]["failures"] == 0
 
 
-def test_whole_pipeline_says_synthesis_is_not_there_yet(tmp_path: Path) -> None:
+def test_whole_pipeline_synthesizes_and_verifies_the_patch(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     r = cli(
         str(EXAMPLES / "multi_resource.py"),
@@ -161,10 +161,13 @@ def test_whole_pipeline_says_synthesis_is_not_there_yet(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "lock synthesis (stages 6-7) is not implemented yet" in r.stdout
-    assert "[6/8]" in r.stdout and "not implemented yet" in r.stdout
+    assert "not implemented" not in r.stdout
+    assert "async with self._lock_counters, self._lock_sessions:" in r.stdout
     rep = json.loads(out.read_text())
     assert rep["hazard"] == "lost-update"
-    assert rep["not_implemented"] == ["synthesis", "adversarial replay"]
+    assert "not_implemented" not in rep
+    assert rep["repair"]["verified"] and rep["repair"]["complete"]
+    assert [lk["name"] for lk in rep["repair"]["locks"]] == ["_lock_counters", "_lock_sessions"]
+    assert [st["name"] for st in rep["stages"]][5:7] == ["synthesis", "adversarial replay"]
     # the default schedule file lands under the working directory
     assert (tmp_path / rep["schedule_file"]).exists()

@@ -101,6 +101,17 @@ def hazards_of(findings: list[rp.Finding], path: str) -> tuple[list[Hazard], lis
     return out, sorted(set(elsewhere))
 
 
+def wait_lines(findings: list[rp.Finding], path: str) -> list[int]:
+    """The lines of `path` where the tasks of a deadlock's wait-for cycle wait."""
+    out: list[int] = []
+    for f in findings:
+        for link in f.cycle:
+            file, _, line = str(link.get("at", "")).rpartition(":")
+            if file and line.isdigit() and _same_file(file, path):
+                out.append(int(line))
+    return sorted(set(out))
+
+
 def display_path(path: str) -> str:
     """`path` as the diff names it: relative to the current directory (so that `git apply`
     and `patch -p1` apply it from there), absolute when the file is outside it."""

@@ -881,3 +881,164 @@ def _imports(tree: ast.Module, lines: list[str], locks: list[Lock], newline: str
         else:
             break
     return [_Edit(row, row, new + table + ([newline] if table else []))]
+
+
+# ------------------------------------------------------------------ lock-order deadlocks
+
+
+def _family(expr: ast.expr) -> str:
+    """The text of a lock expression with its subscripts' indices blanked: locks of one
+    family (``self.locks[src]``, ``self.locks[dst]``) are told apart only at run time."""
+
+    class Blank(ast.NodeTransformer):
+        def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+            return ast.Subscript(
+                value=self.visit(node.value), slice=ast.Name(id="_", ctx=ast.Load()), ctx=node.ctx
+            )
+
+    return ast.unparse(Blank().visit(ast.parse(ast.unparse(expr), mode="eval")))
+
+
+def _assigned_names(stmts: Iterable[ast.AST]) -> set[str]:
+    out: set[str] = set()
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                out.add(n.id)
+    return out
+
+
+def order_acquisitions(path: str, source: str, wait_lines: Iterable[int]) -> Patch:
+    """The patch of a lock-order deadlock: each nested acquisition ``async with X: ... async
+    with Y:`` whose inner statement is where a task of the wait-for cycle waits (`wait_lines`)
+    takes both locks at the outer statement, in one rank order: by name when both are fixed
+    expressions (``self.a`` before ``self.b``), by ``id()`` at run time when they are one
+    family told apart by an index (``self.locks[src]``, ``self.locks[dst]``).  The inner
+    statement goes (its body dedented).  Raises :class:`Unfixable` when the inner lock cannot
+    be named at the outer statement (a name it uses is assigned in between) or no nested
+    ``async with`` is at a waiting line."""
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        raise Unfixable(f"{path}: cannot parse the file ({exc.msg} at line {exc.lineno})") from None
+    lines = source.splitlines(keepends=True)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    waits = set(wait_lines)
+    string_rows = _string_rows(source)
+    edits: list[_Edit] = []
+    intervals: list[Interval] = []
+    locks: dict[str, Lock] = {}
+    reasons: list[str] = []
+    taken: set[int] = set()
+    for f in _funcs(tree):
+        if not f.is_async:
+            continue
+        for outer in _own_nodes(f.node):
+            if not isinstance(outer, ast.AsyncWith) or len(outer.items) != 1:
+                continue
+            if outer.items[0].optional_vars is not None or outer.lineno in taken:
+                continue
+            inner = _inner_acquisition(outer, waits)
+            if inner is None:
+                continue
+            x, y = outer.items[0].context_expr, inner.items[0].context_expr
+            between = [s for s in _statements_before(outer.body, inner)]
+            used = {n.id for n in ast.walk(y) if isinstance(n, ast.Name)}
+            clash = used & _assigned_names(between)
+            if clash:
+                reasons.append(
+                    f"{f.qualname} line {inner.lineno}: the lock `{ast.unparse(y)}` depends on "
+                    f"{', '.join(sorted(clash))}, assigned after the first lock is taken"
+                )
+                continue
+            tx, ty = ast.unparse(x), ast.unparse(y)
+            indent = _indent_of(lines[outer.lineno - 1])
+            if tx != ty and _family(x) == _family(y):
+                new_header = [
+                    f"{indent}_first_lock, _second_lock = sorted(({tx}, {ty}), key=id){newline}",
+                    f"{indent}async with _first_lock, _second_lock:{newline}",
+                ]
+                order = [f"sorted(({tx}, {ty}), key=id)"]
+            elif tx != ty:
+                a, b = sorted((tx, ty))
+                new_header = [f"{indent}async with {a}, {b}:{newline}"]
+                order = [a, b]
+            else:
+                continue
+            taken.add(outer.lineno)
+            if outer.body[0].lineno == outer.lineno or inner.body[0].lineno == inner.lineno:
+                reasons.append(f"{f.qualname} line {outer.lineno}: a one-line `async with`")
+                continue
+            header_end = outer.body[0].lineno - 1  # rows of the outer header: lineno..header_end
+            edits.append(_Edit(outer.lineno - 1, header_end, new_header, [None] * len(new_header)))
+            inner_unit = _indent_of(lines[inner.body[0].lineno - 1])[
+                len(_indent_of(lines[inner.lineno - 1])) :
+            ]
+            body_rows = range(inner.body[0].lineno, _end(inner) + 1)
+            dedented = [
+                lines[r - 1]
+                if r in string_rows or not lines[r - 1].startswith(inner_unit)
+                else lines[r - 1][len(inner_unit) :]
+                for r in body_rows
+            ]
+            edits.append(_Edit(inner.lineno - 1, _end(inner), dedented, list(body_rows)))
+            intervals.append(Interval(f.qualname, outer.lineno, _end(outer), order))
+            for name in order:
+                locks.setdefault(name, Lock(name, "user", None, [tx, ty]))
+    if not edits:
+        raise Unfixable(
+            "the locks of the wait-for cycle are not taken by nested `async with` statements "
+            "that can be reordered"
+            + (f" ({'; '.join(reasons)})" if reasons else "")
+            + ". Take them in one global order everywhere (sort them by a stable key)."
+        )
+    new_lines, origin = _apply(lines, edits)
+    patched = "".join(new_lines)
+    try:
+        ast.parse(patched, filename=path)
+    except SyntaxError as exc:
+        raise Unfixable(
+            f"the reordered acquisitions do not compile ({exc.msg} at line {exc.lineno}); "
+            "please report it"
+        ) from None
+    return Patch(
+        path=path,
+        original=source,
+        patched=patched,
+        locks=list(locks.values()),
+        intervals=intervals,
+        notes=["the nested acquisitions now take both locks at once, in one rank order"],
+        origin=origin,
+    )
+
+
+def _inner_acquisition(outer: ast.AsyncWith, waits: set[int]) -> ast.AsyncWith | None:
+    """The single-item ``async with`` inside `outer` (same function) at a waiting line."""
+    stack: list[ast.AST] = list(outer.body)
+    while stack:
+        node = stack.pop()
+        if (
+            isinstance(node, ast.AsyncWith)
+            and len(node.items) == 1
+            and node.items[0].optional_vars is None
+            and node.lineno in waits
+        ):
+            return node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                stack.append(child)
+    return None
+
+
+def _statements_before(body: list[ast.stmt], target: ast.stmt) -> Iterator[ast.stmt]:
+    """The statements that run in `body` before `target` (at any depth) is reached."""
+    for s in body:
+        if s is target:
+            return
+        if any(n is target for n in ast.walk(s)):
+            for blk in _sub_blocks(s):
+                if any(n is target for st in blk for n in ast.walk(st)):
+                    yield from _statements_before(blk, target)
+                    return
+            return
+        yield s

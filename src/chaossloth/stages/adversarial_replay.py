@@ -64,11 +64,13 @@ class AdversarialReplay:
             )
             new = [h for h in v.hazards if h not in hazards]
             hazards += new
-            if level + 1 >= len(synthesis.WIDEN_LEVELS):
+            if level + 1 >= len(synthesis.WIDEN_LEVELS) or not hazards:
                 rep.status = "unverified"
                 rep.explanation = (
                     f"no patch survived: the widest ({synthesis.WIDEN_LEVELS[level]}) still "
                     f"fails ({v.counterexample})"
+                    if hazards
+                    else f"the patch did not survive: {v.counterexample}"
                 )
                 pr.say(rep.explanation)
                 break

@@ -7,12 +7,12 @@ instead (``ctx.repair.status == "unfixable"``)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from chaossloth.errors import InputError
 from chaossloth.reasoning import repair as rr
 from chaossloth.reasoning import synthesis
-from chaossloth.scenario import file_sha256
 from chaossloth.stages.context import Context
 
 
@@ -32,13 +32,11 @@ class Synthesize:
         res, pr = ctx.result, ctx.printer
         path = ctx.program.path
         why = rr.unfixable_reason(res.hazard, res.findings)
-        if why is None and res.hazard == "deadlock":
-            why = (
-                "the tasks wait for each other's locks (a wait-for cycle). Take the locks in "
-                "one global order everywhere (sort them by a stable key, or take both in one "
-                "`async with a, b:` ordered by that key) so that no cycle can form."
-            )
         hazards, elsewhere = rr.hazards_of(res.findings, path)
+        ctx.repair = rr.Repair(status="unfixable", path=path, hazards=[h.resource for h in hazards])
+        if why is None and res.hazard == "deadlock":
+            _order_locks(ctx)
+            return
         if why is None and not hazards:
             why = (
                 "the racing accesses are in other files ("
@@ -47,15 +45,11 @@ class Synthesize:
                 if elsewhere
                 else rr.unfixable_reason("exception", [])
             )
-        ctx.repair = rr.Repair(status="unfixable", path=path, hazards=[h.resource for h in hazards])
         if why is not None:
             ctx.repair.explanation = why
             pr.say(f"no lock fixes this {res.hazard or 'failure'}: {why}")
             return
-        source_bytes = Path(path).read_bytes()
-        if file_sha256(path) != ctx.program.sha256:
-            raise InputError(f"{path}: the file changed during the analysis; run it again")
-        source = source_bytes.decode("utf-8")
+        source = _source(ctx)
         try:
             patch = synthesis.synthesize(path, source, hazards)
         except synthesis.Unfixable as exc:
@@ -69,9 +63,43 @@ class Synthesize:
         say_patch(ctx, patch)
 
 
+def scenario_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _source(ctx: Context) -> str:
+    """The program's text, as it was analysed (its hash checked)."""
+    path = ctx.program.path
+    data = Path(path).read_bytes()
+    if scenario_hash(data) != ctx.program.sha256:
+        raise InputError(f"{path}: the file changed during the analysis; run it again")
+    return data.decode("utf-8")
+
+
+def _order_locks(ctx: Context) -> None:
+    """A lock-order deadlock: the nested acquisitions where the cycle's tasks wait take both
+    locks at once in one rank order (synthesis.order_acquisitions)."""
+    rep, pr, path = ctx.repair, ctx.printer, ctx.program.path
+    assert rep is not None
+    waits = rr.wait_lines(ctx.result.findings, path)
+    try:
+        patch = synthesis.order_acquisitions(path, _source(ctx), waits)
+    except synthesis.Unfixable as exc:
+        rep.explanation = f"the tasks wait for each other's locks (a wait-for cycle), and {exc}"
+        pr.say(f"no lock order synthesized: {rep.explanation}")
+        return
+    rep.status = "unverified"
+    rep.patch = patch
+    rep.diff = patch.diff(rr.display_path(path))
+    rep.hazards = [lk.name for lk in patch.locks]
+    say_patch(ctx, patch)
+
+
 def say_patch(ctx: Context, patch: synthesis.Patch) -> None:
     pr = ctx.printer
     for lk in patch.locks:
+        if lk.scope == "user":
+            continue
         where = f"on each {lk.owner}" if lk.scope == "instance" else "per event loop (module)"
         pr.say(f"lock {lk.name} {where}: protects {', '.join(dict.fromkeys(lk.resources))}")
     for iv in patch.intervals:
