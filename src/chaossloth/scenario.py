@@ -11,8 +11,8 @@ message; nothing here lets a traceback from ChaosSloth's internals reach the use
 
 from __future__ import annotations
 
-import ast
 import asyncio
+import copy
 import hashlib
 import inspect
 import os
@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from chaossloth import serial
+from chaossloth import arguments, serial
 from chaossloth.capture import importer
 from chaossloth.capture.importer import Activation, load_file
 from chaossloth.config import Config
@@ -183,9 +183,15 @@ class Program:
     cls: str | None = None
     method: str | None = None
     tasks: int | None = None
+    #: the literal text of the call arguments (given with --args, or synthesized); None: none
     args: str | None = None
     init_args: str | None = None
+    #: the arguments were synthesized from the signature (the option was absent)
+    args_synthesized: bool = False
+    init_args_synthesized: bool = False
     oracle: Callable[[Any], Any] | None = None
+    #: the --cls/--method workload (its parsed or synthesized argument values), or None
+    workload: Workload | None = field(default=None, repr=False)
     module: ModuleType | None = field(default=None, repr=False)
     #: the installed packages instrumented on request (--instrument, pyproject.toml)
     instrument: tuple[str, ...] = ()
@@ -221,7 +227,25 @@ class Program:
                 args=self.args,
                 init_args=self.init_args,
             )
+            if self.args_synthesized:
+                d["args_synthesized"] = True
+            if self.init_args_synthesized:
+                d["init_args_synthesized"] = True
         return d
+
+    def arguments_line(self) -> str | None:
+        """Stage 1's line naming the calls of a workload (None for a scenario)."""
+        if self.cls is None or self.method is None or self.tasks is None:
+            return None
+        return arguments.arguments_line(
+            self.cls,
+            self.method,
+            self.tasks,
+            self.args,
+            self.init_args,
+            self.args_synthesized,
+            self.init_args_synthesized,
+        )
 
 
 def find_scenario(module: ModuleType, path: str | os.PathLike[str], name: str | None) -> str:
@@ -290,29 +314,27 @@ def load_scenario(
 # ------------------------------------------------------------------ workloads
 
 
-def parse_literal(text: str | None, what: str) -> tuple[Any, ...]:
-    """Parses a Python literal given on the command line into a tuple of arguments.
+def parse_literal(
+    text: str | None, what: str, namespace: dict[str, Any] | None = None
+) -> tuple[Any, ...]:
+    """Parses a Python literal given on the command line into a tuple of arguments (see
+    :func:`chaossloth.arguments.parse`: names in it must be Enum members of `namespace`).
 
     A tuple (``"('a', 1)"``) or list gives several positional arguments; any other literal
     (``"'audit'"``, ``"3"``) is the single argument; empty text gives none.
     """
-    if text is None or not text.strip():
-        return ()
-    try:
-        value = ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise InputError(
-            f"{what} {text!r} is not a Python literal (examples: \"'audit'\", \"('a', 1)\", "
-            '"[1, 2]")'
-        ) from None
-    if isinstance(value, (tuple, list)):
-        return tuple(value)
-    return (value,)
+    return arguments.parse(text, what, namespace)
 
 
 @dataclass
 class Workload:
-    """K concurrent calls of one async method on one fresh object."""
+    """K concurrent calls of one async method on one fresh object.
+
+    Every call, and the constructor of every object, gets its own deep copy of the argument
+    values (as the literal written in each call would give): a mutable argument (``[]``) shared
+    by the calls, the executions or the serial runs would carry one's mutations into the
+    next, and a race on the argument would be reported as one of the class.  The serial
+    oracle copies each call's arguments the same way (:class:`~chaossloth.serial.Call`)."""
 
     cls_obj: type
     cls: str
@@ -321,19 +343,24 @@ class Workload:
     args: tuple[Any, ...]
     init_args: tuple[Any, ...]
 
+    def construct(self) -> Any:
+        """A fresh object, from a fresh copy of the constructor's arguments."""
+        return self.cls_obj(*copy.deepcopy(self.init_args))
+
     async def concurrent(self) -> tuple[Any, list[Any]]:
         """The scenario: the calls run as K tasks (children of the scenario's task); a call
         that raised is an outcome, compared like a return value against the serial runs."""
-        obj = self.cls_obj(*self.init_args)
+        obj = self.construct()
         bound = getattr(obj, self.method)
         results = await asyncio.gather(
-            *(bound(*self.args) for _ in range(self.tasks)), return_exceptions=True
+            *(bound(*copy.deepcopy(self.args)) for _ in range(self.tasks)),
+            return_exceptions=True,
         )
         return obj, list(results)
 
     def make_oracle(self) -> Callable[[Any], str | None]:
         oracle = SerialOracle(
-            factory=lambda: self.cls_obj(*self.init_args),
+            factory=self.construct,
             calls=[Call(self.method, self.args)] * self.tasks,
             run=_run_plain,
         )
@@ -369,19 +396,23 @@ def load_workload(
     rootdir: str | os.PathLike[str] | None = None,
 ) -> Program:
     """Loads the file (its project instrumented, see :func:`load_instrumented`) and builds the
-    `--cls/--method` workload with its serializability oracle."""
+    `--cls/--method` workload with its serializability oracle.
+
+    `args`/`init_args` are the options' literal text; None (the option absent) synthesizes the
+    required arguments from the signature (:mod:`chaossloth.arguments`), while an explicit empty
+    text passes none.  The program records the text either way, and whether it was
+    synthesized."""
     p = Path(path).resolve()
     if not isinstance(tasks, int) or tasks < 1:
         raise InputError(f"the number of concurrent calls must be at least 1 (got {tasks!r})")
-    call_args = parse_literal(args, "--args")
-    ctor_args = parse_literal(init_args, "--init-args")
+    arguments.check_syntax(args, "--args")
+    arguments.check_syntax(init_args, "--init-args")
     module, imports = load_instrumented(p, instrument, rootdir)
     try:
-        program = _workload(p, module, cls, method, tasks, call_args, ctor_args)
+        program = _workload(p, module, cls, method, tasks, args, init_args)
     except BaseException:
         imports.restore()
         raise
-    program.args, program.init_args = args, init_args
     program.instrument, program.imports = tuple(instrument), imports
     return program
 
@@ -392,10 +423,11 @@ def _workload(
     cls: str,
     method: str,
     tasks: int,
-    call_args: tuple[Any, ...],
-    ctor_args: tuple[Any, ...],
+    args: str | None,
+    init_args: str | None,
 ) -> Program:
-    """The workload of class `cls` in the loaded module (its names checked)."""
+    """The workload of class `cls` in the loaded module (its names checked, its arguments
+    parsed or synthesized)."""
     cls_obj = vars(module).get(cls)
     if cls_obj is None or not inspect.isclass(cls_obj):
         classes = sorted(
@@ -420,23 +452,30 @@ def _workload(
             f"{p}: {cls}.{method} is not an `async def`; the workload runs concurrent "
             "calls of an async method"
         )
+    namespace = vars(module)
+    ctor = _arguments(
+        init_args, "--init-args", _signature(cls_obj), _init_function(cls_obj), namespace, cls
+    )
     try:
-        inspect.signature(cls_obj).bind(*ctor_args)
+        _signature(cls_obj).bind(*ctor.values)
     except TypeError as exc:
         raise InputError(
-            f"{cls}{ctor_args!r}: the constructor does not accept these --init-args ({exc})"
+            f"{cls}{ctor.values!r}: the constructor does not accept these --init-args ({exc})"
         ) from None
     except ValueError:
         pass
+    # a plain function looked up on the class takes the instance first; a staticmethod does
+    # not, and a classmethod comes bound
+    takes_self = not isinstance(inspect.getattr_static(cls_obj, method, None), staticmethod)
+    call_sig = _signature(fn, skip_first=takes_self and inspect.isfunction(fn))
+    call = _arguments(args, "--args", call_sig, fn, namespace, f"{cls}.{method}")
     try:
-        inspect.signature(fn).bind(None, *call_args)
+        call_sig.bind(*call.values)
     except TypeError as exc:
         raise InputError(
-            f"{cls}.{method}{call_args!r}: the method does not accept these --args ({exc})"
+            f"{cls}.{method}{call.values!r}: the method does not accept these --args ({exc})"
         ) from None
-    except ValueError:
-        pass
-    work = Workload(cls_obj, cls, method, tasks, call_args, ctor_args)
+    work = Workload(cls_obj, cls, method, tasks, call.values, ctor.values)
     return Program(
         path=str(p),
         sha256=file_sha256(p),
@@ -444,9 +483,65 @@ def _workload(
         cls=cls,
         method=method,
         tasks=tasks,
+        args=call.text,
+        init_args=ctor.text,
+        args_synthesized=call.synthesized,
+        init_args_synthesized=ctor.synthesized,
         oracle=work.make_oracle(),
+        workload=work,
         module=module,
     )
+
+
+def _signature(obj: Any, skip_first: bool = False) -> inspect.Signature:
+    """The signature of `obj` (without its first parameter when `skip_first`); a callable
+    without one (a builtin) gets ``(*args, **kwargs)``, which accepts anything."""
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        var = inspect.Parameter.VAR_POSITIONAL
+        return inspect.Signature(
+            [
+                inspect.Parameter("args", var),
+                inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+            ]
+        )
+    params = list(sig.parameters.values())
+    return sig.replace(parameters=params[1:]) if skip_first and params else sig
+
+
+def _init_function(cls_obj: type) -> Any:
+    """The function whose annotations the constructor's parameters carry: ``__init__`` when
+    the class (or a base) defines one in Python, else ``__new__``."""
+    init = getattr(cls_obj, "__init__", None)
+    if inspect.isfunction(init):
+        return init
+    new = getattr(cls_obj, "__new__", None)
+    return new if inspect.isfunction(new) else None
+
+
+def _arguments(
+    text: str | None,
+    option: str,
+    sig: inspect.Signature,
+    annotated: Any,
+    namespace: dict[str, Any],
+    where: str,
+) -> arguments.Arguments:
+    """The option's arguments as given (`text`), or synthesized from `sig` when it is absent
+    (None) and the callable has required parameters."""
+    if text is not None:
+        return arguments.Arguments(arguments.parse(text, option, namespace), text)
+    params = list(sig.parameters.values())
+    required = [
+        prm
+        for prm in params
+        if prm.default is inspect.Parameter.empty
+        and prm.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    if not required:
+        return arguments.Arguments((), None)
+    return arguments.synthesize(params, annotated, namespace, where, option)
 
 
 # ------------------------------------------------------------------ the program of a run

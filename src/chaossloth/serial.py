@@ -20,6 +20,7 @@ the same K calls, one after another in some order, on a fresh object.
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import math
 import types
@@ -286,8 +287,12 @@ class SerialOracle:
             obj = self.factory()
             results: list[Any] = []
             for c in calls:
+                # each call gets its own copy of its arguments, as each concurrent call of a
+                # workload does: a mutable argument shared by the calls or the runs would
+                # carry one's mutations into the next
+                args, kwargs = copy.deepcopy((c.args, dict(c.kwargs)))
                 try:
-                    results.append(await getattr(obj, c.method)(*c.args, **dict(c.kwargs)))
+                    results.append(await getattr(obj, c.method)(*args, **kwargs))
                 except Exception as exc:  # noqa: BLE001 - a raising call is an outcome
                     results.append(exc)
             return obj, results

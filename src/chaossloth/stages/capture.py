@@ -34,6 +34,9 @@ class Capture:
         if [s.name for s in first.steps] != [s.name for s in second.steps]:
             raise InputError(_nondeterministic_message(first, second))
         ctx.default_run = first
+        arguments = ctx.program.arguments_line()
+        if arguments is not None:
+            pr.say(arguments)
         tasks = {s.name for s in first.steps}
         n_sites = sum(1 for s in (first.await_sites or []) if s is not None)
         pr.say(
