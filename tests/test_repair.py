@@ -189,7 +189,7 @@ def test_patch_and_compile_keeps_globals_closures_and_lines(tmp_path: Path) -> N
     try:
         import shop_mod  # type: ignore[import-not-found]
 
-        patched, diff = ASTConcurrencyPatcher.patch_and_compile(shop_mod.Shop, "sell")
+        patched, diff = ASTConcurrencyPatcher.patch_and_compile(shop_mod.Shop, "sell", args=("x",))
         assert "+        async with self._lock_stock:" in diff
         assert issubclass(patched, shop_mod.Shop) and patched.__name__ == "Shop"
         assert patched.sell.__globals__ is vars(shop_mod)

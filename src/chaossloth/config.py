@@ -79,11 +79,15 @@ class Config:
     args: str | None = _opt(
         "program",
         None,
-        "arguments of each call, a Python literal: \"'audit'\" or \"('a', 1)\"",
+        "arguments of each call, a Python literal: \"'audit'\" or \"('a', 1)\" "
+        "(absent: synthesized from the signature)",
         "--args",
     )
     init_args: str | None = _opt(
-        "program", None, "arguments of CLASS(...), a Python literal", "--init-args"
+        "program",
+        None,
+        "arguments of CLASS(...), a Python literal (absent: synthesized from the signature)",
+        "--init-args",
     )
     invariant: str | None = _opt(
         "program",
