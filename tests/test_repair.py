@@ -373,3 +373,28 @@ def test_a_racing_synchronous_function_is_unfixable() -> None:
             """,
             Hazard("d", (2,)),
         )
+
+
+CASES = Path(__file__).resolve().parent / "repair_cases"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CASES.glob("*.py")))
+def test_repair_cases_get_a_verified_patch_that_compiles(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Shapes of code the seed examples do not have: a dataclass (locks in __post_init__), a
+    module global reset by the scenario around a gather (never locked across the gather), a
+    closure cell, a synchronous helper called inside the interval, a __slots__ class without
+    __init__."""
+    from chaossloth import cli as cli_main
+
+    shutil.copy(CASES / f"{name}.py", tmp_path / f"{name}.py")
+    monkeypatch.chdir(tmp_path)
+    code = cli_main.main(["fix", f"{name}.py", "--write", "-q", "--json", "fix.json"])
+    rep = json.loads((tmp_path / "fix.json").read_text())
+    assert code == 0, (capsys.readouterr(), rep["explanation"], rep["attempts"])
+    assert rep["verified"] and rep["complete"]
+    assert rep["attempts"][0]["widen"] == "minimal" and len(rep["attempts"]) == 1
+    patched = (tmp_path / f"{name}.py").read_text()
+    compile(patched, name, "exec")
+    assert cli_main.main(["check", f"{name}.py", "-q"]) == 0

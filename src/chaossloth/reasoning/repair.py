@@ -76,7 +76,7 @@ def _same_file(a: str, b: str) -> bool:
 
 
 #: a resource label that names state: a name, attributes, subscripts (not a call's result)
-_STATE_LABEL = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\[[^()]*\])*$")
+_STATE_LABEL = re.compile(r"^((global|nonlocal) )?[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\[[^()]*\])*$")
 
 
 def hazards_of(findings: list[rp.Finding], path: str) -> tuple[list[Hazard], list[str]]:

@@ -259,7 +259,11 @@ def _module_globals(tree: ast.Module) -> set[str]:
 
 
 def _resolve(label: str, fn: _Func | None, tree: ast.Module) -> Resource:
-    """The resource a diagnosis label names, seen from the function of its accesses."""
+    """The resource a diagnosis label names, seen from the function of its accesses
+    (``self.x[k]``, ``global total``, ``nonlocal count``, ``config.value``)."""
+    scope_word, _, name = label.strip().partition(" ")
+    if scope_word in ("global", "nonlocal") and name.isidentifier():
+        return Resource("module", name)
     m = re.match(r"^([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?", label.strip())
     if m is not None and fn is not None:
         root, attr = m.group(1), m.group(2)
@@ -357,10 +361,13 @@ def _accesses(f: _Func, res: Resource, tree: ast.Module) -> tuple[set[int], bool
 
 
 def _calls(f: _Func, by_name: dict[str, _Func]) -> list[tuple[_Func, int]]:
-    """The calls in `f` to functions of the scope: ``self.m(...)`` to methods of f's class,
-    ``g(...)`` to module-level functions; (callee, line)."""
+    """The calls in `f` that run a function of the scope in f's own task: ``self.m(...)`` to
+    methods of f's class, ``g(...)`` to module-level functions, synchronous ones, or async ones
+    awaited right there; (callee, line).  A coroutine passed on (to ``gather``,
+    ``create_task``) runs in a task of its own: it takes its locks itself."""
     out: list[tuple[_Func, int]] = []
     prefix = f.qualname.rsplit(".", 1)[0] + "." if f.cls is not None else ""
+    parents = _parents(f.node)
     for node in _own_nodes(f.node):
         if not isinstance(node, ast.Call):
             continue
@@ -375,9 +382,51 @@ def _calls(f: _Func, by_name: dict[str, _Func]) -> list[tuple[_Func, int]]:
             target = by_name.get(prefix + fn.attr)
         elif isinstance(fn, ast.Name) and fn.id not in _locals_of(f.node):
             target = by_name.get(fn.id)
-        if target is not None:
+        if target is not None and (not target.is_async or isinstance(parents.get(node), ast.Await)):
             out.append((target, node.lineno))
     return out
+
+
+#: calls that start other tasks or wait for them: holding a lock across one would make the
+#: tasks that need it wait for the holder, which waits for them
+_JOINS = frozenset(
+    {
+        "gather",
+        "wait",
+        "wait_for",
+        "create_task",
+        "ensure_future",
+        "as_completed",
+        "shield",
+        "TaskGroup",
+        "run_coroutine_threadsafe",
+        "join",
+    }
+)
+
+
+def _join_lines(f: _FuncDef) -> set[int]:
+    """Lines of `f` that start or wait for other tasks: a call of :data:`_JOINS`, or an await
+    of something that is not a call (a task, a future)."""
+    out: set[int] = set()
+    for node in _own_nodes(f):
+        if isinstance(node, ast.Call) and _dotted(node.func).rsplit(".", 1)[-1] in _JOINS or isinstance(node, ast.Await) and not isinstance(node.value, ast.Call):
+            out.add(node.lineno)
+    return out
+
+
+def _split_at_joins(f: _FuncDef, lines: set[int]) -> list[set[int]]:
+    """The access lines of one function in groups that no join line separates (a join strictly
+    between two consecutive access lines starts a new group): an interval never holds its locks
+    across starting or waiting for other tasks."""
+    joins = _join_lines(f)
+    groups: list[set[int]] = []
+    for ln in sorted(lines):
+        if groups and not any(max(groups[-1]) < j < ln for j in joins):
+            groups[-1].add(ln)
+        else:
+            groups.append({ln})
+    return groups
 
 
 # ------------------------------------------------------------------ intervals
@@ -615,8 +664,10 @@ def synthesize(path: str, source: str, hazards: Iterable[Hazard], widen: int = 0
             if not f.is_async:
                 continue  # atomic between awaits; its async callers lock around the calls
             if widen >= 2:
-                acc = {f.node.body[0].lineno, _end(f.node.body[-1])}
-            spans.append(_Span(f, set(acc), {res.lock_name}))
+                acc = {n.lineno for n in _own_nodes(f.node) if isinstance(n, ast.stmt)}
+                acc.add(_end(f.node.body[-1]))
+            for group in _split_at_joins(f.node, set(acc)):
+                spans.append(_Span(f, group, {res.lock_name}))
     for res, hzs in resources.items():
         for hz in hzs:
             for ln in hz.lines:
@@ -635,12 +686,13 @@ def synthesize(path: str, source: str, hazards: Iterable[Hazard], widen: int = 0
         )
     by_func: dict[str, list[_Span]] = {}
     for s in spans:
-        group = by_func.setdefault(s.func.qualname, [])
-        if widen >= 1 and group:
-            group[0].lines |= s.lines
-            group[0].locks |= s.locks
-        else:
-            group.append(s)
+        by_func.setdefault(s.func.qualname, []).append(s)
+    if widen >= 1:  # one interval per function, but never across a join
+        for q, group in by_func.items():
+            node = group[0].func.node
+            every = set().union(*(s.lines for s in group))
+            locks = set().union(*(s.locks for s in group))
+            by_func[q] = [_Span(group[0].func, g, set(locks)) for g in _split_at_joins(node, every)]
     spans = [m for group in by_func.values() for m in _merge(group)]
 
     lock_of = {res.lock_name: res for res in resources}
@@ -799,9 +851,8 @@ def _lock_creation(
             edits.append(_Edit(row, row, new))
         else:
             first = cls.body[1] if _has_docstring(cls.body) and len(cls.body) > 1 else cls.body[0]
-            row = (
-                first.lineno - 1 if not first.decorator_list else first.decorator_list[0].lineno - 1
-            )  # type: ignore[attr-defined]
+            decorators = getattr(first, "decorator_list", None)
+            row = (decorators[0] if decorators else first).lineno - 1
             indent = _indent_of(lines[cls.body[0].lineno - 1])
             unit = indent[len(_indent_of(lines[cls.lineno - 1])) :] or "    "
             if is_dataclass:
