@@ -410,7 +410,12 @@ def _join_lines(f: _FuncDef) -> set[int]:
     of something that is not a call (a task, a future)."""
     out: set[int] = set()
     for node in _own_nodes(f):
-        if isinstance(node, ast.Call) and _dotted(node.func).rsplit(".", 1)[-1] in _JOINS or isinstance(node, ast.Await) and not isinstance(node.value, ast.Call):
+        if (
+            isinstance(node, ast.Call)
+            and _dotted(node.func).rsplit(".", 1)[-1] in _JOINS
+            or isinstance(node, ast.Await)
+            and not isinstance(node.value, ast.Call)
+        ):
             out.add(node.lineno)
     return out
 
