@@ -292,12 +292,12 @@ def _cmd_fix(argv: Sequence[str]) -> int:
         line = "no patch needed: " + (
             "every schedule passes (complete)" if res.complete else "no failing schedule found"
         )
-        if res.failed:  # failed but stages 6-7 did not run: cannot happen with full=True
-            line, code = "no patch: the stages did not run", EXIT_FAIL
+        if res.failed:  # only the stock loop failed: there is no schedule to repair from
+            line, code = "no patch: the failure was seen on the stock loop only", EXIT_FAIL
     elif rep.verified:
         line = "patch verified" + (" (complete)" if summary["complete"] else " (incomplete)")
         if ns.diff_path:
-            repair.write_text(ns.diff_path, rep.diff)
+            rp.write_text(ns.diff_path, rep.diff)
         if ns.write:
             backup = repair.write_patch(program, rep)
             line += f"; {program.path} patched (original kept as {backup})"
@@ -305,7 +305,7 @@ def _cmd_fix(argv: Sequence[str]) -> int:
         code = EXIT_FAIL
         line = f"no verified patch: {rep.explanation or 'the patch did not survive'}"
         if ns.diff_path and rep.diff:
-            repair.write_text(ns.diff_path, rep.diff)
+            rp.write_text(ns.diff_path, rep.diff)
     print(line if not cfg.quiet else line.split(":")[0])
     if json_path:
         summary["report"] = res.to_json()

@@ -37,7 +37,12 @@ ScenarioFactory = Callable[[], Coroutine[Any, Any, Any]]
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
     """The hex SHA-256 of a file's bytes (the program fingerprint in schedule files)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return sha256_of(Path(path).read_bytes())
+
+
+def sha256_of(data: bytes) -> str:
+    """The program fingerprint of a file's bytes already read (see :func:`file_sha256`)."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def _check_source(path: Path) -> None:

@@ -13,13 +13,16 @@ Nothing is written: neither the user's file nor a schedule file.
 from __future__ import annotations
 
 import ast
+import asyncio
 import inspect
 import sys
 import tempfile
 import types
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from chaossloth import pipeline, scenario
 from chaossloth.config import Config
 from chaossloth.errors import InputError
 from chaossloth.reasoning.repair import Repair
@@ -71,8 +74,6 @@ class ASTConcurrencyPatcher:
         path = inspect.getsourcefile(cls)
         if path is None:
             raise InputError(f"{cls.__qualname__}: its source file cannot be found")
-        from chaossloth import pipeline, scenario
-
         with tempfile.TemporaryDirectory(prefix="chaossloth-api-") as tmp:
             cfg = Config(
                 cls=cls.__name__,
@@ -116,8 +117,8 @@ def compile_patched(cls: type, rep: Repair) -> type:
     assert patch is not None
     module = sys.modules.get(cls.__module__)
     namespace: dict[str, Any] = vars(module) if module is not None else {}
-    _ensure_names(namespace, patch)
     tree = ast.parse(patch.patched, filename=patch.path)
+    _ensure_names(namespace, patch, tree)
     cls_node = _find_class(tree, cls.__qualname__)
     if cls_node is None:
         raise PatchError(f"{cls.__qualname__}: not found in the patched source")
@@ -140,15 +141,12 @@ def compile_patched(cls: type, rep: Repair) -> type:
     return type(cls)(cls.__name__, (cls,), members)
 
 
-def _ensure_names(namespace: dict[str, Any], patch: Patch) -> None:
+def _ensure_names(namespace: dict[str, Any], patch: Patch, tree: ast.Module) -> None:
     """The names the patch's code uses that the module may lack: ``asyncio`` (when the patch
     adds the import) and the per-loop table of module-level locks."""
-    if "asyncio" not in namespace:
-        import asyncio
-
-        namespace["asyncio"] = asyncio
+    namespace.setdefault("asyncio", asyncio)
     if any(lk.scope == "module" for lk in patch.locks) and "_chaossloth_lock" not in namespace:
-        tree = ast.parse(patch.patched)
+        namespace.setdefault("weakref", weakref)
         for node in tree.body:
             if (
                 isinstance(node, ast.Assign)
@@ -157,9 +155,6 @@ def _ensure_names(namespace: dict[str, Any], patch: Patch) -> None:
                 )
             ) or (isinstance(node, ast.FunctionDef) and node.name == "_chaossloth_lock"):
                 code = compile(ast.Module(body=[node], type_ignores=[]), patch.path, "exec")
-                import weakref
-
-                namespace.setdefault("weakref", weakref)
                 exec(code, namespace)  # noqa: S102 - our own two definitions
 
 

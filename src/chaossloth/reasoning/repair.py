@@ -1,15 +1,10 @@
-"""Repair (stages 6 and 7): which hazards a lock can fix, the patch, and its verification.
+"""Repair (stages 6 and 7): which hazards a lock can fix, what stage 7 found, writing a patch.
 
 Stage 6 turns the diagnosed findings into :class:`~chaossloth.reasoning.synthesis.Hazard` items
-and synthesizes the minimal patch (:func:`hazards_of`, :func:`unfixable_reason`).  Stage 7
-verifies it adversarially (:func:`verify`): the patched file is loaded like the original (its
-project instrumented, the same workload, oracle and invariant), the original failing schedule is
-replayed on it as a guide (the engine's "guided" strategy: the schedule's order wherever its task
-is enabled, the next enabled task of the schedule where a new lock blocks), then the patched
-program is explored with the same strategy, budget and sentinel as stage 3.  A counterexample
-sends the repair back to synthesis one widening level up (:data:`synthesis.WIDEN_LEVELS`), with
-the resources of the counterexample's own findings added; a patch is verified only when the guided
-replay and the exploration both pass.
+(:func:`hazards_of`) or says why no lock fixes them (:func:`unfixable_reason`); stage 7
+(:mod:`chaossloth.stages.adversarial_replay`) fills a :class:`Verification` per patch it tries.
+:class:`Repair` is what both hand on (the JSON of ``fix``); :func:`write_patch` applies a verified
+patch for ``fix --write``.
 """
 
 from __future__ import annotations
@@ -23,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from chaossloth import report as rp
-from chaossloth import runner
 from chaossloth.errors import InputError
 from chaossloth.reasoning.synthesis import Hazard, Patch
-from chaossloth.runner import ExecutionResult
+from chaossloth.scenario import file_sha256
 
 #: hazards a lock cannot fix, and what would
 _NOT_BY_A_LOCK = {
@@ -68,7 +62,7 @@ def unfixable_reason(hazard: str | None, findings: list[rp.Finding]) -> str | No
     return None
 
 
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -91,7 +85,7 @@ def hazards_of(findings: list[rp.Finding], path: str) -> tuple[list[Hazard], lis
         if f.pattern not in rp.PATTERN_HAZARD or not _STATE_LABEL.match(f.resource.strip()):
             continue
         sites = [s for s in (f.local, f.second, f.await_site, f.remote) if s is not None]
-        mine = [s.line for s in sites if _same_file(s.file, path)]
+        mine = [s.line for s in sites if same_file(s.file, path)]
         if not mine:
             elsewhere += [s.file for s in sites]
             continue
@@ -107,7 +101,7 @@ def wait_lines(findings: list[rp.Finding], path: str) -> list[int]:
     for f in findings:
         for link in f.cycle:
             file, _, line = str(link.get("at", "")).rpartition(":")
-            if file and line.isdigit() and _same_file(file, path):
+            if file and line.isdigit() and same_file(file, path):
                 out.append(int(line))
     return sorted(set(out))
 
@@ -151,6 +145,12 @@ class Repair:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     widen_level: int = 0
 
+    def propose(self, patch: Patch) -> None:
+        """`patch` is the one to verify now (stage 6's, or stage 7's wider one)."""
+        self.status = "unverified"
+        self.patch = patch
+        self.diff = patch.diff(display_path(patch.path))
+
     @property
     def verified(self) -> bool:
         return self.status == "verified"
@@ -175,100 +175,11 @@ class Repair:
         }
 
 
-def verify(ctx: Any, patch: Patch, failing: ExecutionResult) -> Verification:
-    """Stage 7 on one patch: the guided replay of `failing`, then the exploration of the
-    patched program (stage 3's, with its sentinel) under ctx's config and invariant."""
-    from chaossloth import scenario
-    from chaossloth.stages import STAGES
-    from chaossloth.stages.collapse import explore
-    from chaossloth.stages.context import Context, Result
-    from chaossloth.stages.diagnose import Diagnose
-
-    v = Verification()
-    tmp = tempfile.mkdtemp(prefix="chaossloth-fix-")
-    try:
-        path = Path(tmp) / Path(patch.path).name
-        path.write_text(patch.patched, encoding="utf-8")
-        cfg = ctx.config.replace(
-            args=ctx.program.args,
-            init_args=ctx.program.init_args,
-            json_path=None,
-            mermaid_path=None,
-            schedule_out=None,
-        )
-        try:
-            program = scenario.load(str(path), cfg)
-        except InputError as exc:
-            v.counterexample = f"the patched file does not load: {exc}"
-            return v
-        try:
-            sub = Context(
-                program=program,
-                config=cfg,
-                oracle=scenario.oracle_with_invariant(program, cfg.invariant),
-                printer=rp.StagePrinter(None, [(s.name, s.title) for s in STAGES]),
-                result=Result(),
-            )
-            guided = runner.run_once(
-                program.factory,
-                schedule=failing.schedule,
-                actor_paths=failing.actor_paths,
-                guided=True,
-                oracle=sub.oracle,
-                config=cfg,
-                detailed=False,
-            )
-            v.replay_passed = not guided.failed
-            v.replay_deviations = guided.guide_deviations
-            found: ExecutionResult | None
-            if guided.failed:
-                found = guided
-                v.executions = 1
-            else:
-                found = explore(sub)
-                v.executions = sub.result.executions + 1
-                v.complete = sub.result.complete and found is None
-                v.incomplete_reason = sub.result.incomplete_reason
-                v.sentinel_executions = int((sub.result.sentinel or {}).get("executions", 0))
-            if found is not None:
-                f = found.failure
-                v.counterexample = (
-                    f"{f.type_name}: {f.message}" if f is not None else "a failing schedule"
-                )
-                sub.failing = found
-                Diagnose().run(sub)
-                for fd in sub.result.findings:
-                    if fd.pattern not in rp.PATTERN_HAZARD:
-                        continue
-                    rows = [
-                        patch.original_line(s.line)
-                        for s in (fd.local, fd.second, fd.await_site, fd.remote)
-                        if s is not None and _same_file(s.file, str(path))
-                    ]
-                    lines = tuple(r for r in rows if r is not None)
-                    if lines:
-                        v.hazards.append(Hazard(fd.resource, lines, fd.hazard))
-        finally:
-            program.release()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return v
-
-
-def write_text(path: str, text: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
-
-
 def write_patch(program: Any, rep: Repair, keep_dir: str = ".chaossloth") -> str:
     """Applies a verified patch to the program's file in place: only if the file still has
     the hash it had when it was analysed; the original is kept as ``<keep_dir>/<stem>.orig.py``
     first; the new text goes to a temporary file beside it, then replaces it (one rename: a
     reader sees the old file or the new one, never half of one).  Returns the backup's path."""
-    from chaossloth.scenario import file_sha256
-
     assert rep.patch is not None and rep.verified
     target = Path(program.path)
     if file_sha256(target) != program.sha256:

@@ -45,10 +45,6 @@ import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-#: methods of built-in containers that only read (any other method call on a resource is a write)
-_READ_METHODS = frozenset(
-    {"get", "keys", "values", "items", "copy", "count", "index", "__contains__", "__len__"}
-)
 _FuncDef = ast.FunctionDef | ast.AsyncFunctionDef
 
 
@@ -142,10 +138,6 @@ class Patch:
             )
         )
 
-    @property
-    def changed_functions(self) -> list[str]:
-        return sorted({iv.function for iv in self.intervals} | set(self.copies))
-
 
 # ------------------------------------------------------------------ the module's shape
 
@@ -208,11 +200,11 @@ def _own_nodes(fn: _FuncDef) -> Iterator[ast.AST]:
         node = stack.pop()
         yield node
         for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                # only the decorators of a nested definition run in this function
+                stack.extend(child.decorator_list)
+            else:
                 stack.append(child)
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                # decorators and defaults run in this function
-                stack.extend(getattr(child, "decorator_list", []))
 
 
 def _parents(fn: _FuncDef) -> dict[ast.AST, ast.AST]:
@@ -258,7 +250,7 @@ def _module_globals(tree: ast.Module) -> set[str]:
     return names
 
 
-def _resolve(label: str, fn: _Func | None, tree: ast.Module) -> Resource:
+def _resolve(label: str, fn: _Func | None, module_names: set[str]) -> Resource:
     """The resource a diagnosis label names, seen from the function of its accesses
     (``self.x[k]``, ``global total``, ``nonlocal count``, ``config.value``)."""
     scope_word, _, name = label.strip().partition(" ")
@@ -271,9 +263,7 @@ def _resolve(label: str, fn: _Func | None, tree: ast.Module) -> Resource:
             owner = fn.qualname.rsplit(".", 1)[0]
             return Resource("instance", attr, owner)
         declared = _declares(fn.node, root)
-        if (root not in _locals_of(fn.node) or declared) and (
-            root in _module_globals(tree) or declared
-        ):
+        if (root not in _locals_of(fn.node) or declared) and (root in module_names or declared):
             if not attr:
                 return Resource("module", root)
             return Resource("module", f"{root}.{attr}" if root[0].islower() else root)
@@ -304,60 +294,25 @@ def _free_names(fn: _FuncDef) -> set[str]:
     return {n.id for n in _own_nodes(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _is_write(node: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
-    """Whether an occurrence of a resource expression may change it: a store or delete, a
-    store into it (``x[k] = v``, ``x.a = v``, augmented), a method call on it other than the
-    read-only ones, or passing it to a call (the callee may mutate it: coarse, never weaker)."""
-    ctx = getattr(node, "ctx", None)
-    if isinstance(ctx, (ast.Store, ast.Del)):
-        return True
-    parent = parents.get(node)
-    child = node
-    while isinstance(parent, (ast.Subscript, ast.Attribute)) and parent.value is child:
-        if isinstance(parent.ctx, (ast.Store, ast.Del)):
-            return True
-        grand = parents.get(parent)
-        if (
-            isinstance(parent, ast.Attribute)
-            and isinstance(grand, ast.Call)
-            and grand.func is parent
-        ):
-            return parent.attr not in _READ_METHODS
-        child, parent = parent, grand
-    if isinstance(parent, ast.Call) and child is not parent.func:
-        return True
-    return isinstance(parent, ast.keyword)
-
-
-def _accesses(f: _Func, res: Resource, tree: ast.Module) -> tuple[set[int], bool]:
-    """Lines of `f`'s body that access `res` directly, and whether any may write it."""
-    lines: set[int] = set()
-    writes = False
-    parents = _parents(f.node)
-    node: ast.AST
+def _accesses(f: _Func, res: Resource) -> set[int]:
+    """Lines of `f`'s body that read or write `res` directly.  Every async function that
+    touches a protected resource takes its lock, a lone read included: a read between another
+    task's writes would see a state no serial order has."""
     if res.scope == "instance":
-        if f.self_name is None or f.cls is None:
-            return lines, False
-        if f.qualname.rsplit(".", 1)[0] != res.owner:
-            return lines, False
-        for node in _own_nodes(f.node):
-            if (
-                isinstance(node, ast.Attribute)
-                and node.attr == res.name
-                and isinstance(node.value, ast.Name)
-                and node.value.id == f.self_name
-            ):
-                lines.add(node.lineno)
-                writes = writes or _is_write(node, parents)
-        return lines, writes
+        if f.self_name is None or f.cls is None or f.qualname.rsplit(".", 1)[0] != res.owner:
+            return set()
+        return {
+            node.lineno
+            for node in _own_nodes(f.node)
+            if isinstance(node, ast.Attribute)
+            and node.attr == res.name
+            and isinstance(node.value, ast.Name)
+            and node.value.id == f.self_name
+        }
     root = res.name.split(".")[0]
     if root in _locals_of(f.node) and not _declares(f.node, root):
-        return lines, False
-    for node in _own_nodes(f.node):
-        if isinstance(node, ast.Name) and node.id == root:
-            lines.add(node.lineno)
-            writes = writes or _is_write(node, parents)
-    return lines, writes
+        return set()
+    return {n.lineno for n in _own_nodes(f.node) if isinstance(n, ast.Name) and n.id == root}
 
 
 def _calls(f: _Func, by_name: dict[str, _Func]) -> list[tuple[_Func, int]]:
@@ -600,6 +555,50 @@ def _apply(lines: list[str], edits: list[_Edit]) -> tuple[list[str], list[int | 
 # ------------------------------------------------------------------ the plan
 
 
+def _parse(path: str, source: str) -> tuple[ast.Module, list[str], str]:
+    """The file's tree, its lines (with their ends) and its line ending."""
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        raise Unfixable(f"{path}: cannot parse the file ({exc.msg} at line {exc.lineno})") from None
+    lines = source.splitlines(keepends=True)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    return tree, lines, newline
+
+
+def _finish(
+    path: str,
+    source: str,
+    lines: list[str],
+    edits: list[_Edit],
+    *,
+    locks: list[Lock],
+    intervals: list[Interval],
+    notes: list[str],
+    copies: list[str] | None = None,
+) -> Patch:
+    """The patch the edits make, re-parsed first: a patch that does not compile is a bug of
+    ours, never handed out."""
+    new_lines, origin = _apply(lines, edits)
+    patched = "".join(new_lines)
+    try:
+        ast.parse(patched, filename=path)
+    except SyntaxError as exc:
+        raise Unfixable(
+            f"the patch does not compile ({exc.msg} at line {exc.lineno}); please report it"
+        ) from None
+    return Patch(
+        path=path,
+        original=source,
+        patched=patched,
+        locks=locks,
+        intervals=intervals,
+        copies=copies or [],
+        notes=notes,
+        origin=origin,
+    )
+
+
 #: widening levels of :func:`synthesize`, from the minimal patch to the coarsest
 WIDEN_LEVELS = ("minimal", "one interval per function", "whole function bodies")
 
@@ -610,15 +609,11 @@ def synthesize(path: str, source: str, hazards: Iterable[Hazard], widen: int = 0
     intervals; 1 one interval per function covering all its protected accesses (every lock);
     2 the whole body of every function that touches a protected resource.  Raises
     :class:`Unfixable` when no interval can be found."""
-    try:
-        tree = ast.parse(source, filename=path)
-    except SyntaxError as exc:
-        raise Unfixable(f"{path}: cannot parse the file ({exc.msg} at line {exc.lineno})") from None
+    tree, lines, newline = _parse(path, source)
     funcs = _funcs(tree)
     if not funcs:
         raise Unfixable(f"{path}: the racing accesses are in no function of the file")
-    lines = source.splitlines(keepends=True)
-    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    module_names = _module_globals(tree)
 
     resources: dict[Resource, list[Hazard]] = {}
     for hz in hazards:
@@ -628,42 +623,36 @@ def synthesize(path: str, source: str, hazards: Iterable[Hazard], widen: int = 0
                 f"the accesses to {hz.resource} (lines {', '.join(map(str, hz.lines))}) are "
                 f"not inside a function of {path}"
             )
-        resources.setdefault(_resolve(hz.resource, homes[0], tree), []).append(hz)
+        resources.setdefault(_resolve(hz.resource, homes[0], module_names), []).append(hz)
 
     by_name = {f.qualname: f for f in funcs}
-    direct: dict[tuple[str, Resource], tuple[set[int], bool]] = {}
+    # touched[f, r]: lines of f that access r directly or by a call; fixpoint over calls
+    touched: dict[tuple[str, Resource], set[int]] = {}
     for f in funcs:
         for res, res_hazards in resources.items():
-            acc, writes = _accesses(f, res, tree)
-            if res.scope == "module" and res.name not in _module_globals(tree):
+            if res.scope == "module" and res.name not in module_names:
                 # a label the scan cannot name: the lines of its patterns only
                 acc = {ln for hz in res_hazards for ln in hz.lines if _func_at(funcs, ln) is f}
-                writes = bool(acc)
-            direct[(f.qualname, res)] = (acc, writes)
+            else:
+                acc = _accesses(f, res)
+            touched[(f.qualname, res)] = acc
     calls = {f.qualname: _calls(f, by_name) for f in funcs}
-
-    # touched[f, r]: lines of f that access r directly or by a call; fixpoint over calls
-    touched = {k: (set(v[0]), v[1]) for k, v in direct.items()}
     changed = True
     while changed:
         changed = False
         for f in funcs:
             for callee, line in calls[f.qualname]:
                 for res in resources:
-                    c_lines, c_writes = touched[(callee.qualname, res)]
-                    if not c_lines:
-                        continue
-                    mine, w = touched[(f.qualname, res)]
-                    if line not in mine or (c_writes and not w):
+                    mine = touched[(f.qualname, res)]
+                    if touched[(callee.qualname, res)] and line not in mine:
                         mine.add(line)
-                        touched[(f.qualname, res)] = (mine, w or c_writes)
                         changed = True
 
     spans: list[_Span] = []
     unlockable: list[str] = []
     for f in funcs:
         for res in resources:
-            acc, _writes = touched[(f.qualname, res)]
+            acc = touched[(f.qualname, res)]
             if not acc:
                 continue
             if not f.is_async:
@@ -680,7 +669,7 @@ def synthesize(path: str, source: str, hazards: Iterable[Hazard], widen: int = 0
                 if (
                     f is not None
                     and not f.is_async
-                    and not any(touched[(g.qualname, res)][0] for g in funcs if g.is_async)
+                    and not any(touched[(g.qualname, res)] for g in funcs if g.is_async)
                 ):
                     unlockable.append(f.qualname)
     if not spans:
@@ -734,7 +723,7 @@ def synthesize(path: str, source: str, hazards: Iterable[Hazard], widen: int = 0
 
     for s in spans:
         f = s.func
-        unit = _indent_unit([ln for ln in lines], f.node)
+        unit = _indent_unit(lines, f.node)
         first, last = s.first, s.last
         indent = _indent_of(lines[first - 1])
         order = sorted(s.locks)
@@ -797,24 +786,15 @@ def synthesize(path: str, source: str, hazards: Iterable[Hazard], widen: int = 0
     notes: list[str] = []
     edits += _lock_creation(tree, lines, funcs, locks, newline, notes)
     edits += _imports(tree, lines, locks, newline)
-    new_lines, origin = _apply(lines, edits)
-    patched = "".join(new_lines)
-    try:
-        ast.parse(patched, filename=path)
-    except SyntaxError as exc:  # a bug of ours: never hand out a patch that does not compile
-        raise Unfixable(
-            f"the synthesized patch does not compile ({exc.msg} at line {exc.lineno}); "
-            "please report it"
-        ) from None
-    return Patch(
-        path=path,
-        original=source,
-        patched=patched,
+    return _finish(
+        path,
+        source,
+        lines,
+        edits,
         locks=locks,
         intervals=sorted(intervals, key=lambda iv: iv.first_line),
         copies=sorted(copies.values()),
         notes=notes,
-        origin=origin,
     )
 
 
@@ -973,12 +953,7 @@ def order_acquisitions(path: str, source: str, wait_lines: Iterable[int]) -> Pat
     statement goes (its body dedented).  Raises :class:`Unfixable` when the inner lock cannot
     be named at the outer statement (a name it uses is assigned in between) or no nested
     ``async with`` is at a waiting line."""
-    try:
-        tree = ast.parse(source, filename=path)
-    except SyntaxError as exc:
-        raise Unfixable(f"{path}: cannot parse the file ({exc.msg} at line {exc.lineno})") from None
-    lines = source.splitlines(keepends=True)
-    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    tree, lines, newline = _parse(path, source)
     waits = set(wait_lines)
     string_rows = _string_rows(source)
     edits: list[_Edit] = []
@@ -1048,23 +1023,14 @@ def order_acquisitions(path: str, source: str, wait_lines: Iterable[int]) -> Pat
             + (f" ({'; '.join(reasons)})" if reasons else "")
             + ". Take them in one global order everywhere (sort them by a stable key)."
         )
-    new_lines, origin = _apply(lines, edits)
-    patched = "".join(new_lines)
-    try:
-        ast.parse(patched, filename=path)
-    except SyntaxError as exc:
-        raise Unfixable(
-            f"the reordered acquisitions do not compile ({exc.msg} at line {exc.lineno}); "
-            "please report it"
-        ) from None
-    return Patch(
-        path=path,
-        original=source,
-        patched=patched,
+    return _finish(
+        path,
+        source,
+        lines,
+        edits,
         locks=list(locks.values()),
         intervals=intervals,
         notes=["the nested acquisitions now take both locks at once, in one rank order"],
-        origin=origin,
     )
 
 

@@ -7,12 +7,12 @@ instead (``ctx.repair.status == "unfixable"``)."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from chaossloth.errors import InputError
 from chaossloth.reasoning import repair as rr
 from chaossloth.reasoning import synthesis
+from chaossloth.scenario import sha256_of
 from chaossloth.stages.context import Context
 
 
@@ -25,7 +25,11 @@ class Synthesize:
         if not ctx.full:
             return "not run by check (chaossloth fix runs it)"
         if ctx.failing is None:
-            return "nothing to fix"
+            return (
+                "no failing schedule to repair (the failure was seen on the stock loop only)"
+                if ctx.result.failed
+                else "nothing to fix"
+            )
         return None
 
     def run(self, ctx: Context) -> None:
@@ -56,22 +60,16 @@ class Synthesize:
             ctx.repair.explanation = str(exc)
             pr.say(f"no lock synthesized: {exc}")
             return
-        ctx.repair.status = "unverified"
-        ctx.repair.patch = patch
-        ctx.repair.diff = patch.diff(rr.display_path(path))
+        ctx.repair.propose(patch)
         ctx.hazards = hazards
         say_patch(ctx, patch)
-
-
-def scenario_hash(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _source(ctx: Context) -> str:
     """The program's text, as it was analysed (its hash checked)."""
     path = ctx.program.path
     data = Path(path).read_bytes()
-    if scenario_hash(data) != ctx.program.sha256:
+    if sha256_of(data) != ctx.program.sha256:
         raise InputError(f"{path}: the file changed during the analysis; run it again")
     return data.decode("utf-8")
 
@@ -88,9 +86,7 @@ def _order_locks(ctx: Context) -> None:
         rep.explanation = f"the tasks wait for each other's locks (a wait-for cycle), and {exc}"
         pr.say(f"no lock order synthesized: {rep.explanation}")
         return
-    rep.status = "unverified"
-    rep.patch = patch
-    rep.diff = patch.diff(rr.display_path(path))
+    rep.propose(patch)
     rep.hazards = [lk.name for lk in patch.locks]
     say_patch(ctx, patch)
 
