@@ -567,6 +567,42 @@ static PyObject *Explorer_schedule(ExplorerObject *self, PyObject *Py_UNUSED(ign
     return list;
 }
 
+static PyObject *race_item(void *races, size_t k) {
+    const cs_race *r = (const cs_race *)races + k;
+    return Py_BuildValue("(nn)", (Py_ssize_t)r->first, (Py_ssize_t)r->second);
+}
+
+static PyObject *Explorer_races(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
+    size_t n = 0, got = 0;
+    if (cs_py_check(cs_trace_races(self->ex, NULL, 0, &n)) < 0) return NULL;
+    cs_race *buf = PyMem_Malloc((n ? n : 1) * sizeof *buf);
+    if (!buf) return PyErr_NoMemory();
+    PyObject *list = NULL;
+    if (cs_py_check(cs_trace_races(self->ex, buf, n, &got)) == 0)
+        list = list_of(got > n ? n : got, race_item, buf);
+    PyMem_Free(buf);
+    return list;
+}
+
+static PyObject *Explorer_reversal(ExplorerObject *self, PyObject *const *args,
+                                   Py_ssize_t nargs) {
+    if (check_nargs("reversal", nargs, 2) < 0) return NULL;
+    size_t len = cs_trace_length(self->ex), i, j, got = 0;
+    if (arg_index(args[0], len, "event index", &i) < 0) return NULL;
+    if (arg_index(args[1], len, "event index", &j) < 0) return NULL;
+    if (i >= j) {
+        PyErr_SetString(PyExc_ValueError, "reversal(i, j) needs i < j");
+        return NULL;
+    }
+    cs_actor *buf = PyMem_Malloc((len ? len : 1) * sizeof *buf);
+    if (!buf) return PyErr_NoMemory();
+    PyObject *list = NULL;
+    if (cs_py_check(cs_trace_reversal(self->ex, i, j, buf, len, &got)) == 0)
+        list = list_of(got > len ? len : got, actor_item, buf);
+    PyMem_Free(buf);
+    return list;
+}
+
 static PyObject *Explorer_get_strategy(ExplorerObject *self, void *Py_UNUSED(c)) {
     return PyUnicode_FromString(cs_strategy_name(self->kind));
 }
@@ -608,6 +644,10 @@ static PyMethodDef Explorer_methods[] = {
     {"dependent", FASTCALL(Explorer_dependent), "dependent(a, b) -> bool"},
     {"predecessors", (PyCFunction)Explorer_predecessors, METH_O,
      "predecessors(i) -> list[int]: immediate happens-before predecessors"},
+    {"races", (PyCFunction)Explorer_races, METH_NOARGS,
+     "races() -> list[tuple[int, int]]: the reversible races (i, j) of the current execution"},
+    {"reversal", FASTCALL(Explorer_reversal),
+     "reversal(i, j) -> list[int]: the schedule that runs race (i, j)'s j before i"},
     {"schedule", (PyCFunction)Explorer_schedule, METH_NOARGS,
      "schedule() -> list[int]: actor sequence of the current execution"},
     {NULL, NULL, 0, NULL},

@@ -334,6 +334,27 @@ typedef struct {
 int cs_wait_for_cycle(const cs_wait_edge *edges, size_t n, size_t *cycle,
                       size_t cap, size_t *len);
 
+/* --------------------------------------------------------------- causes */
+/* (section owned by causes.c) */
+
+/* A race of the current execution: events first < second of different
+ * actors, `first` an immediate happens-before predecessor of `second` that
+ * neither woke it nor precedes its clock-advance barrier (causes.c). */
+typedef struct {
+    size_t first, second;
+} cs_race;
+
+/* The races of the current (or last) execution, sorted by (second, first):
+ * writes the first `cap` to `out` and the total count to *n. */
+int cs_trace_races(const cs_explorer *ex, cs_race *out, size_t cap, size_t *n);
+
+/* The schedule (an actor per step) that reverses race (i, j): events before
+ * i as recorded, the events between that do not happen after i, j, i, then
+ * the rest as recorded (causes.c).  Sets *n to the trace length and writes
+ * only when cap >= *n.  CS_EINVAL unless i < j < trace length. */
+int cs_trace_reversal(const cs_explorer *ex, size_t i, size_t j, cs_actor *out, size_t cap,
+                      size_t *n);
+
 /* ------------------------------------------------------- collision window */
 /* (section owned by window.c) */
 

@@ -93,7 +93,15 @@ def _suspension_site(task: Any) -> str | None:
         return None
     user = [f for f in frames if not _is_internal(f)]
     f = (user or frames)[-1]
-    return f"{f.f_code.co_filename}:{f.f_lineno}"
+    return f"{_relative(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+def _relative(path: str) -> str:
+    """Paths in messages are relative to the current directory."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
 
 
 _PRIMITIVES: tuple[type, ...] = (

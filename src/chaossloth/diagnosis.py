@@ -15,15 +15,20 @@ site)`` tuples.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import io
 import linecache
 import os
 import re
+import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from chaossloth import _core
 from chaossloth import report as rp
 from chaossloth.capture import sites as site_registry
+from chaossloth.causes import READ, Access, Cause
 from chaossloth.runner import ExecutionResult, Failure
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -49,7 +54,24 @@ def _site_of(site_id: int) -> rp.Site | None:
 
 
 def _line_text(file: str, line: int) -> str:
-    return linecache.getline(file, line).strip()
+    """The source line as a person quotes it: stripped, without its trailing comment."""
+    return code_text(linecache.getline(file, line))
+
+
+def code_text(line: str) -> str:
+    """`line` without surrounding blanks and without a trailing ``# comment`` (a ``#`` inside
+    a string stays); a line that does not tokenize on its own (part of a multi-line string or
+    bracket) loses only what follows the last ``#`` outside quotes it can see."""
+    text = line.strip()
+    if "#" not in text:
+        return text
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                return text[: tok.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return text
 
 
 def _resource_label(site_id: int) -> str:
@@ -106,6 +128,7 @@ def _finding_from(
         remote=remote,
         second=second,
     )
+    f.lines = _lines(("first", local), ("other", remote), ("second", second))
     f.text = rp.word_finding(f)
     return f
 
@@ -156,7 +179,9 @@ def wait_for_edges(
     return edges, first_taken, waits
 
 
-def _deadlock_finding(detailed: Detailed, fail: Failure, names: dict[int, str]) -> rp.Finding:
+def _deadlock_finding(
+    detailed: Detailed, fail: Failure, names: dict[int, str], causes: Sequence[Cause] = ()
+) -> rp.Finding:
     trace = detailed.result.trace or []
     last_event: dict[int, int] = {}
     for i, ev in enumerate(trace):
@@ -166,6 +191,9 @@ def _deadlock_finding(detailed: Detailed, fail: Failure, names: dict[int, str]) 
     blocked_info = [b for b in fail.details.get("blocked", ()) if isinstance(b.get("actor"), int)]
     blocked = {b["actor"] for b in blocked_info}
     waits_on = {b["actor"]: _waited_name(str(b.get("waits_for", ""))) for b in blocked_info}
+    suspended = {
+        b["actor"]: s for b in blocked_info if (s := _site_at(str(b.get("site") or ""))) is not None
+    }
     if not blocked:  # a failure read back from an old file: every task that ran may wait
         blocked = {a for a in last_event if names.get(a, "").startswith("Task")}
     edges, first_taken, _ = wait_for_edges(trace, blocked)
@@ -187,10 +215,12 @@ def _deadlock_finding(detailed: Detailed, fail: Failure, names: dict[int, str]) 
         return lock_names[obj]
 
     links: list[dict[str, str]] = []
+    waits: list[tuple[str, rp.Site | None]] = []
     for e in cycle or []:
         waiter, lock, holder = e
         ev_w = last_event.get(waiter, -1)
-        at = _user_await(sites, ev_w) or _line_before(trace, ev_w, None)
+        at = suspended.get(waiter) or _user_await(sites, ev_w) or _line_before(trace, ev_w, None)
+        waits.append(("waits", at))
         links.append(
             {
                 "task": names.get(waiter, f"actor {waiter}"),
@@ -199,7 +229,7 @@ def _deadlock_finding(detailed: Detailed, fail: Failure, names: dict[int, str]) 
                 "at": at.where() if at else "",
             }
         )
-    f = rp.Finding(pattern="deadlock", hazard="deadlock", cycle=links)
+    f = rp.Finding(pattern="deadlock", hazard="deadlock", cycle=links, lines=_lines(*waits))
     if links:
         f.task, f.other_task = links[0]["task"], links[0]["held_by"]
         f.resource = links[0]["resource"]
@@ -207,10 +237,93 @@ def _deadlock_finding(detailed: Detailed, fail: Failure, names: dict[int, str]) 
             " Acquire the locks in one global order." if len(links) > 1 else ""
         )
     else:
-        f.text = "deadlock: " + fail.message.splitlines()[0]
-        rest = [ln.strip() for ln in fail.message.splitlines()[1:] if ln.strip()]
+        signals = [b for b in blocked_info if _SIGNAL_WAIT.match(str(b.get("waits_for", "")))]
+        if signals:
+            return _lost_wakeup_finding(detailed, signals, names, causes)
+        first, *rest = [ln.strip() for ln in fail.message.splitlines() if ln.strip()]
+        f.text = first if first.startswith("deadlock") else "deadlock: " + first
         if rest:
             f.text += " " + "; ".join(rest)
+        # the tasks stuck on a primitive; those waiting for other tasks only follow them
+        stuck = [b for b in blocked_info if not _JOIN_WAIT.match(str(b.get("waits_for", "")))]
+        f.lines = _lines(*(("waits", suspended.get(b["actor"])) for b in stuck))
+    return f
+
+
+#: what a task waits for when it waits for other tasks (deadlock.py's wording)
+_JOIN_WAIT = re.compile(r"^(gather\(\)|its TaskGroup|asyncio\.wait\(\)|Task\b.* to finish$)")
+
+
+def _site_at(where: str) -> rp.Site | None:
+    """The Site of deadlock.py's "path:line" (relative to the current directory)."""
+    file, _, line = where.rpartition(":")
+    if not file or not line.isdigit():
+        return None
+    path = os.path.abspath(file)
+    return rp.Site(path, int(line), _line_text(path, int(line)))
+
+
+#: what a task waits for when only a signal can wake it (deadlock.py's wording)
+_SIGNAL_WAIT = re.compile(r"^(Event\.wait\(\)|Condition\.wait(_for)?\(\)|a \w*Future\b)")
+
+
+def _lost_wakeup_finding(
+    detailed: Detailed,
+    signals: list[dict[str, Any]],
+    names: dict[int, str],
+    causes: Sequence[Cause],
+) -> rp.Finding:
+    """Tasks that wait forever for an Event, a Condition or a future nobody completes: the
+    signal came at the wrong moment (before the wait, cleared, consumed by another task) or
+    not at all.  The signal's line is the other side of a cause that involves the waiter."""
+    r = detailed.result
+    trace = r.trace or []
+    sites = r.await_sites or []
+    waiter = signals[0]["actor"]
+    last = max((i for i, ev in enumerate(trace) if ev.actor == waiter), default=-1)
+    wait_at = _site_at(str(signals[0].get("site") or "")) or _user_await(sites, last)
+    signal: rp.Site | None = None
+    order = ""
+    signal_causes = [c for c in causes if _is_signal(trace, c.before.obj, futures=True)]
+    involved = [
+        c
+        for c in signal_causes
+        if waiter in (trace[c.before.event].actor, trace[c.after.event].actor)
+    ]
+    for cause in reversed(involved or signal_causes):
+        signal = _where(trace, _signal_access(trace, cause), sites)
+        order = " " + order_sentence(trace, cause, names, sites)
+        break
+    else:  # the signal was lost on other state (a registry of waiters, a flag): the other
+        # side of a swap that involves the waiter came too early
+        for cause in reversed(list(causes)):
+            sides = {trace[cause.before.event].actor: cause.after}
+            sides[trace[cause.after.event].actor] = cause.before
+            if waiter in sides and len(sides) == 2:
+                signal = _where(trace, sides[waiter], sites)
+                order = " " + order_sentence(trace, cause, names, sites)
+                break
+    what = _waited_name(str(signals[0].get("waits_for", ""))) or "a signal"
+    f = rp.Finding(
+        pattern="lost-wakeup",
+        hazard="lost-wakeup",
+        task=names.get(waiter, f"actor {waiter}"),
+        resource=what,
+        await_site=wait_at,
+        remote=signal,
+    )
+    f.lines = _lines(("waits", wait_at), ("signal", signal))
+    f.text = (
+        f"lost wake-up: {f.task} waits"
+        + (f" at {wait_at.where()} `{wait_at.text}`" if wait_at else "")
+        + f" for {signals[0].get('waits_for', 'a signal')}, which nothing will set or notify"
+        + (
+            f" any more: the signal at {signal.where()} `{signal.text}` came at the wrong moment."
+            if signal
+            else "."
+        )
+        + order
+    )
     return f
 
 
@@ -252,13 +365,20 @@ _CANCEL_TYPES = {"CancelledError", "TimeoutError"}
 
 
 def classify(failure: Failure | None, findings: list[rp.Finding]) -> str:
-    """The hazard named to the user (precedence: see chaossloth.report)."""
+    """The hazard named to the user: the hazard of the most direct finding (see
+    :func:`diagnose` for the order), a deadlock or a livelock by the failure itself; without
+    a finding of a reordering that passes, the precedence of :mod:`chaossloth.report` over
+    the engine's findings."""
     if failure is None:
         return "exception"
     if failure.kind == "deadlock":
-        return "deadlock"
+        lost = any(f.hazard == "lost-wakeup" for f in findings)
+        return "lost-wakeup" if lost else "deadlock"
     if failure.kind == "livelock":
         return "livelock"
+    for f in findings:
+        if f.causal:
+            return f.hazard
     if failure.type_name in _CANCEL_TYPES or any(f.hazard == "cancellation" for f in findings):
         return "cancellation"
     for f in findings:
@@ -369,26 +489,74 @@ def _ignored_objects(detailed: Detailed) -> list[int]:
     return sorted(internal - user)
 
 
-def diagnose(detailed: Detailed, failing: ExecutionResult) -> list[rp.Finding]:
-    """Stage 5: the engine's findings for the failing trace, with names and source lines."""
+def diagnose(
+    detailed: Detailed,
+    failing: ExecutionResult,
+    causes: Sequence[Cause] = (),
+    scenario_code: tuple[str, int, int] | None = None,
+) -> list[rp.Finding]:
+    """Stage 5: the findings for the failing trace, with names and source lines, most direct
+    first: a deadlock's wait-for cycle; then the findings of the `causes` (the races whose
+    reversal passes, :mod:`chaossloth.causes`): a cancellation, then access patterns, then
+    order violations; then the engine's other AVIO findings.  Within each group a finding whose
+    lines all lie in the scenario function (`scenario_code`: file, first and last line) comes
+    after the others: the scenario's own bookkeeping explains the least."""
     r = detailed.result
     trace = r.trace or []
     names = {s.actor: s.name for s in r.steps}
-    findings: list[rp.Finding] = []
     fail = r.failure or failing.failure
+    head: list[rp.Finding] = []
     if fail is not None and fail.kind == "deadlock":
-        findings.append(_deadlock_finding(detailed, fail, names))
+        head.append(_deadlock_finding(detailed, fail, names, causes))
     raw: list[Any] = list(_core.diagnose(detailed.explorer, ignore=_ignored_objects(detailed)))
     access_of = _access_table(trace)
     sites = r.await_sites or []
+    engine: list[rp.Finding] = []
+    # the engine's pattern findings by the (event, object) of their p and c accesses
+    pattern_at: dict[tuple[int, int], rp.Finding] = {}
     for item in raw:
         f = _finding_from(item, trace, access_of, sites, names)
-        if f is not None:
-            findings.append(f)
-    cancel = _cancellation_finding(detailed, names, raw[0] if raw else None)
-    if cancel is not None:
-        findings.insert(0, cancel)
-    return findings
+        if f is None:
+            continue
+        engine.append(f)
+        for which in ("c", "p"):
+            ai = item[f"{which}_access"]
+            if f.pattern in rp.PATTERN_HAZARD and isinstance(ai, int) and ai < len(access_of):
+                event, acc = access_of[ai]
+                pattern_at.setdefault((event, acc[0]), f)
+    causal = cause_findings(detailed, causes, fail, pattern_at)
+    if head:  # the wait-for cycle explains a deadlock; swaps of lock internals add nothing
+        causal = [f for f in causal if f.resource != "asyncio internals"]
+    for f in causal:
+        f.causal = True
+    named = {_line_key(f) for f in causal}
+    engine = [f for f in engine if _line_key(f) not in named]
+    if not causal:
+        cancel = _cancellation_finding(detailed, names, raw[0] if raw else None)
+        if cancel is not None:
+            engine.insert(0, cancel)
+
+    def in_scenario(f: rp.Finding) -> bool:
+        if scenario_code is None:
+            return False
+        file, first, last = scenario_code
+        lines = [s for _role, s in f.lines] or [
+            s for s in (f.local, f.remote, f.second) if s is not None
+        ]
+        return bool(lines) and all(
+            os.path.basename(s.file) == os.path.basename(file) and first <= s.line <= last
+            for s in lines
+        )
+
+    rank = {"cancellation": 0, "order": 2, "lost-wakeup": 2}
+    causal.sort(key=lambda f: (in_scenario(f), rank.get(f.pattern, 1)))
+    engine.sort(key=in_scenario)
+    return head + causal + engine
+
+
+def _line_key(f: rp.Finding) -> tuple[tuple[str, int], ...]:
+    sites = [s for s in (f.local, f.remote, f.second) if s is not None]
+    return tuple(sorted({(s.file, s.line) for s in sites}))
 
 
 def _sync_text(site_id: int) -> str:
@@ -410,37 +578,17 @@ def _cancellation_finding(
         for obj, _key, _kind, site in ev.accesses:
             if _sync_text(site) == "Task.complete()":
                 owner[obj] = ev.actor
+    sites = detailed.result.await_sites or []
     for i, ev in enumerate(trace[: end + 1]):
-        for obj, _key, _kind, site in ev.accesses:
+        for k, (obj, _key, _kind, site) in enumerate(ev.accesses):
             if _sync_text(site) != "Task.cancel()":
                 continue
             if first_avio is not None:
                 p, c = first_avio["p_event"], first_avio["c_event"]
                 if not p < i < c:
                     continue
-            target = owner.get(obj)
-            victim = names.get(target, "a task") if target is not None else "a task"
-            sites = detailed.result.await_sites or []
-            prev = [k for k in range(i) if trace[k].actor == ev.actor]
-            by = _user_await(sites, prev[-1]) if prev else None
-            victim_prev = [k for k in range(i) if target is not None and trace[k].actor == target]
-            at = _user_await(sites, victim_prev[-1]) if victim_prev else None
-            f = rp.Finding(
-                pattern="cancellation",
-                hazard="cancellation",
-                task=victim,
-                other_task=names.get(ev.actor, f"actor {ev.actor}"),
-                await_site=at,
-                remote=by,
-            )
-            f.text = (
-                f"cancellation: {f.other_task} cancels {victim}"
-                + (f" (timeout or cancel at {by.where()} `{by.text}`)" if by else "")
-                + (f" while it is suspended at {at.where()} `{at.text}`" if at else "")
-                + "; the work it had started is left half-done (use try/finally, or "
-                "asyncio.shield for work that must complete)."
-            )
-            return f
+            cancel = Access(i, k, obj, _key, _kind, site)
+            return _cancellation(cancel, owner.get(obj), trace, names, sites, "")
     return None
 
 
@@ -456,4 +604,418 @@ def _access_table(trace: list[Any]) -> list[tuple[int, tuple[int, int, int, int]
     for i, ev in enumerate(trace):
         for acc in ev.accesses:
             out.append((i, acc))
+    return out
+
+
+# ------------------------------------------------------------------ causes
+
+
+def _code(acc: Access) -> str:
+    return "R" if acc.kind == READ else "W"
+
+
+def _first_overlap(trace: list[Any], event: int, like: Access) -> Access | None:
+    for k, acc in enumerate(trace[event].accesses):
+        a = Access(event, k, *acc)
+        if a.overlaps(like) and a.obj == like.obj:
+            return a
+    return None
+
+
+_UNSERIALIZABLE = ("RWR", "RWW", "WRW", "WWR")
+
+
+def _avio_of(
+    trace: list[Any], cause: Cause, sites: list[Any]
+) -> tuple[Access, Access, Access] | None:
+    """The unserializable AVIO triple (p, r, c) the cause's two accesses are part of: the swap
+    is (p, r) when the first task touches the resource again later (c), or (r, c) when the
+    second task had touched it before (p).  A check (p is the test of an if/while/assert) is
+    completed by the act: the task's first later write of the resource, when it has one,
+    else its first later access.  Failing both, the triple may span two resources of one
+    update: the first task's next write after r to anything r's step read (a reader that
+    saw one half of a two-part update: a dirty read of the pair).  None when nothing forms
+    an unserializable pattern."""
+    b, a = cause.before, cause.after
+    x, y = trace[b.event].actor, trace[a.event].actor
+    later = [k for k in range(a.event + 1, len(trace)) if trace[k].actor == x]
+    found: list[tuple[Access, Access, Access]] = []
+    c = next((q for k in later if (q := _first_overlap(trace, k, b)) is not None), None)
+    if c is not None:
+        s_p = _where(trace, b, sites)
+        if c.kind == READ and s_p is not None and rp.is_condition(s_p.text):
+            act = next(
+                (
+                    Access(k, i, *acc)
+                    for k in later
+                    for i, acc in enumerate(trace[k].accesses)
+                    if acc[2] != READ and Access(k, i, *acc).overlaps(b)
+                ),
+                None,
+            )
+            c = act or c
+        found.append((b, a, c))
+    for k in range(b.event - 1, -1, -1):  # (r, c) = (before, after); p: y's previous access
+        if trace[k].actor == y:
+            accs = [Access(k, i, *acc) for i, acc in enumerate(trace[k].accesses)]
+            p = next((q for q in reversed(accs) if q.overlaps(a) and q.obj == a.obj), None)
+            if p is not None:
+                found.append((p, b, a))
+                break
+    for p, r, c in found:
+        if _code(p) + _code(r) + _code(c) in _UNSERIALIZABLE:
+            return p, r, c
+    if b.writes and not a.writes:
+        read_by_r = [Access(a.event, i, *acc) for i, acc in enumerate(trace[a.event].accesses)]
+        for k in later:
+            for i, acc in enumerate(trace[k].accesses):
+                w = Access(k, i, *acc)
+                if (
+                    w.writes
+                    and _site(w.site) is not None
+                    and any(q.overlaps(w) and q.obj == w.obj for q in read_by_r)
+                ):
+                    return b, a, w
+    return None
+
+
+def _where(trace: list[Any], acc: Access, sites: list[Any]) -> rp.Site | None:
+    """The user's line of an access: its own site, else the user line the step ran last
+    before it, else the last user line of the task's earlier steps (the await it resumed
+    from), else, for a task that never ran user code, the line that created it."""
+    s = _site_of(acc.site)
+    if s is not None:
+        return s
+    s = _line_before(trace, acc.event, acc.index)
+    if s is not None:
+        return s
+    actor = trace[acc.event].actor
+    prev = [k for k in range(acc.event) if trace[k].actor == actor]
+    for k in reversed(prev):  # the user's line the task ran last
+        s = _user_await(sites, k) or _line_before(trace, k, None)
+        if s is not None:
+            return s
+    # a task made straight from a library coroutine (wait_for's inner task on 3.11, a
+    # create_task(event.wait())): the user's line that created it
+    first = prev[0] if prev else acc.event
+    made_by = trace[first].scheduled_by
+    return _line_before(trace, made_by, None) if 0 <= made_by < first else None
+
+
+def _kind_word(acc: Access) -> str:
+    return "read" if acc.kind == READ else "write"
+
+
+def _cancel_in(trace: list[Any], event: int) -> Access | None:
+    for k, acc in enumerate(trace[event].accesses):
+        if _sync_text(acc[3]) == "Task.cancel()":
+            return Access(event, k, *acc)
+    return None
+
+
+def order_sentence(trace: list[Any], cause: Cause, names: dict[int, str], sites: list[Any]) -> str:
+    """ "In the passing order, B's write at Y happens before A's read at X; in the failing
+    order, after it." for a cause."""
+    b, a = cause.before, cause.after
+    wb, wa = _where(trace, b, sites), _where(trace, a, sites)
+    nb = names.get(trace[b.event].actor, "one task")
+    na = names.get(trace[a.event].actor, "another task")
+    at_b = f" at {wb.where()} `{wb.text}`" if wb else ""
+    at_a = f" at {wa.where()} `{wa.text}`" if wa else ""
+    return (
+        f"In the passing order, {na}'s {_kind_word(a)}{at_a} happens before {nb}'s"
+        f" {_kind_word(b)}{at_b}; in the failing order, after it."
+    )
+
+
+def _cause_finding(
+    cause: Cause,
+    trace: list[Any],
+    names: dict[int, str],
+    sites: list[Any],
+    failure: Failure | None,
+    owner: dict[int, int],
+) -> rp.Finding:
+    b, a = cause.before, cause.after
+    order = order_sentence(trace, cause, names, sites)
+    cancel = _cancel_in(trace, b.event) or _cancel_in(trace, a.event)
+    if cancel is not None:
+        return _cause_cancellation(cancel, cause, trace, names, sites, order, owner)
+    if _is_signal(trace, b.obj):
+        return _signal_finding(cause, trace, names, sites, order)
+    triple = _avio_of(trace, cause, sites)
+    if triple is not None:
+        p, r, c = triple
+        local, remote, second = (
+            _where(trace, p, sites),
+            _where(trace, r, sites),
+            _where(trace, c, sites),
+        )
+        pattern = "-".join(_code(p) + _code(r) + _code(c))
+        hazard = rp.hazard_of_pattern(pattern, local)
+        if p.obj != c.obj:
+            pattern, hazard = "W-R-W", "dirty-read"  # the two halves of one update
+        if hazard == "lost-update" and _raised_at(failure, second):
+            hazard = "check-then-act"  # the act failed on what the stale read assumed
+        actor_p = trace[p.event].actor
+        prev = [k for k in range(r.event) if trace[k].actor == actor_p and k >= p.event]
+        f = rp.Finding(
+            pattern=pattern,
+            hazard=hazard,
+            task=names.get(actor_p, f"actor {actor_p}"),
+            other_task=names.get(trace[r.event].actor, "another task"),
+            resource=_label_of(p, r, c),
+            local=local,
+            await_site=_user_await(sites, prev[-1]) if prev else None,
+            remote=remote,
+            second=second,
+        )
+        f.lines = _lines(("first", local), ("other", remote), ("second", second))
+        f.text = rp.word_finding(f) + " " + order
+        return f
+    # no atomicity pattern: the two accesses ran in the wrong order (use before init, a read
+    # of a value written too early, two writes in the wrong order)
+    wb, wa = _where(trace, b, sites), _where(trace, a, sites)
+    xb, ya = trace[b.event].actor, trace[a.event].actor
+    f = rp.Finding(
+        pattern="order",
+        hazard="order-violation",
+        task=names.get(xb, f"actor {xb}"),
+        other_task=names.get(ya, f"actor {ya}"),
+        resource=_label_of(b, a),
+        local=wb,
+        remote=wa,
+    )
+    f.lines = _lines(("early", wb), ("late", wa))
+    what = (
+        f"{f.task} uses {f.resource} before {f.other_task} initialises it"
+        if b.kind == READ and a.kind != READ
+        else f"{f.task} and {f.other_task} touch {f.resource} in the wrong order"
+    )
+    f.text = f"order violation on {f.resource}: {what}. {order}"
+    return f
+
+
+_SIGNAL_OP = re.compile(r"^(asyncio\.)?(Event|Condition)\.")
+_FUTURE_OP = re.compile(
+    r"^(asyncio\.)?(Event|Condition|Future)\.(set_result|set|notify|notify_all|clear|wait)\("
+)
+
+
+def _is_signal(trace: list[Any], obj: int, futures: bool = False) -> bool:
+    """`obj` is an Event or a Condition (the asyncio capture recorded one of their operations
+    on it); with `futures`, also a Future completed with set_result (a hand-made signal)."""
+    op = _FUTURE_OP if futures else _SIGNAL_OP
+    return any(a[0] == obj and op.match(_sync_text(a[3])) for ev in trace for a in ev.accesses)
+
+
+def _signal_access(trace: list[Any], cause: Cause) -> Access:
+    """The side of a swap on a signal that lost it: the one that erased it (a clear), else the
+    one that came too early (a set or notify before the wait)."""
+    for acc in (cause.after, cause.before):
+        if any(
+            a[0] == acc.obj and _sync_text(a[3]).endswith(".clear()")
+            for a in trace[acc.event].accesses
+        ):
+            return acc
+    return cause.before
+
+
+def _signal_finding(
+    cause: Cause, trace: list[Any], names: dict[int, str], sites: list[Any], order: str
+) -> rp.Finding:
+    """A swap on an Event or Condition that makes a waiter miss its signal (the failure is
+    then a timeout or a wrong result, not a deadlock): a lost wake-up."""
+    obj = cause.before.obj
+    wait: Access | None = None
+    wait_at: rp.Site | None = None
+    for k, ev in enumerate(trace):  # the last wait on it that has a line of the user's
+        for i, a in enumerate(ev.accesses):
+            if a[0] == obj and _sync_text(a[3]).endswith((".wait()", ".wait_for()")):
+                at = _where(trace, Access(k, i, *a), sites)
+                if at is not None:
+                    wait, wait_at = Access(k, i, *a), at
+    signal = _where(trace, _signal_access(trace, cause), sites)
+    waiter = trace[wait.event].actor if wait is not None else trace[cause.after.event].actor
+    f = rp.Finding(
+        pattern="lost-wakeup",
+        hazard="lost-wakeup",
+        task=names.get(waiter, f"actor {waiter}"),
+        resource=_label_of(cause.before, cause.after),
+        await_site=wait_at,
+        remote=signal,
+    )
+    f.lines = _lines(("waits", wait_at), ("signal", signal))
+    f.text = (
+        f"lost wake-up on {f.resource}: {f.task} waits"
+        + (f" at {wait_at.where()} `{wait_at.text}`" if wait_at else "")
+        + (
+            f"; the signal at {signal.where()} `{signal.text}` comes at the wrong moment"
+            if signal
+            else ""
+        )
+        + f". {order}"
+    )
+    return f
+
+
+def _cause_cancellation(
+    cancel: Access,
+    cause: Cause,
+    trace: list[Any],
+    names: dict[int, str],
+    sites: list[Any],
+    order: str,
+    owner: dict[int, int],
+) -> rp.Finding:
+    victim = owner.get(cancel.obj)
+    if victim is None:  # the cancelled task never completed: the other side of the swap
+        other = cause.after if cause.before.event == cancel.event else cause.before
+        victim = trace[other.event].actor
+    return _cancellation(cancel, victim, trace, names, sites, order)
+
+
+def _cancellation(
+    cancel: Access,
+    victim: int | None,
+    trace: list[Any],
+    names: dict[int, str],
+    sites: list[Any],
+    order: str,
+) -> rp.Finding:
+    """A cancellation that the failure needs: the victim, its last write before the await at
+    which the cancellation reached it (the first part of its update), and who cancelled (the
+    user's line of the cancelling step; for a timer's callback, the victim's
+    wait_for/timeout line)."""
+    canceller = trace[cancel.event].actor
+    before_cancel = [k for k in range(cancel.event) if trace[k].actor == victim]
+    at = _user_await(sites, before_cancel[-1]) if before_cancel else None
+    first_part: rp.Site | None = None
+    for k in reversed(before_cancel):
+        for acc in reversed(trace[k].accesses):
+            if acc[2] != READ and _site(acc[3]) is not None:
+                first_part = _site_of(acc[3])
+                break
+        if first_part is not None:
+            break
+    by = _line_before(trace, cancel.event, cancel.index)
+    if by is None:
+        prev = [k for k in range(cancel.event) if trace[k].actor == canceller]
+        by = _user_await(sites, prev[-1]) if prev else None
+    if by is None and victim is not None:
+        by = _timeout_site(trace, sites, victim, cancel.event)
+    f = rp.Finding(
+        pattern="cancellation",
+        hazard="cancellation",
+        task=names.get(victim, "a task") if victim is not None else "a task",
+        other_task=names.get(canceller, f"actor {canceller}"),
+        local=first_part,
+        await_site=at,
+        remote=by,
+    )
+    f.lines = _lines(("first-part", first_part), ("cancelled-at", at), ("cancel", by))
+    f.text = (
+        f"cancellation: {f.task} is cancelled"
+        + (f" by {by.where()} `{by.text}`" if by else f" by {f.other_task}")
+        + (f" while suspended at {at.where()} `{at.text}`" if at else "")
+        + (
+            f", after the first part of its update at {first_part.where()} `{first_part.text}`"
+            if first_part
+            else ""
+        )
+        + "; the rest never runs (use try/finally, or asyncio.shield for work that must"
+        " complete)." + (" " + order if order else "")
+    )
+    return f
+
+
+_TIMEOUT_CALL = re.compile(r"\b(wait_for|timeout|timeout_at)\s*\(")
+
+
+def _timeout_site(trace: list[Any], sites: list[Any], victim: int, before: int) -> rp.Site | None:
+    """The user's `wait_for(...)`/`asyncio.timeout(...)` line of a victim cancelled by a timer:
+    the last line of the victim's steps before the cancellation (their accesses and the awaits
+    they resumed from) that calls one."""
+    best: rp.Site | None = None
+    for k in range(before):
+        if trace[k].actor != victim:
+            continue
+        cands = [_site_of(acc[3]) for acc in trace[k].accesses] + [_user_await(sites, k)]
+        for s in cands:
+            if s is not None and _TIMEOUT_CALL.search(s.text):
+                best = s
+    return best
+
+
+def _raised_at(failure: Failure | None, site: rp.Site | None) -> bool:
+    """The failure's exception was raised at `site` (its innermost user frame is there)."""
+    if failure is None or site is None or not failure.traceback:
+        return False
+    frames = [(f, int(n)) for f, n in _FRAME_LINE.findall(failure.traceback)]
+    user = [fl for fl in frames if _is_user_file(fl[0])]
+    return (
+        bool(user)
+        and user[-1][1] == site.line
+        and os.path.basename(user[-1][0]) == os.path.basename(site.file)
+    )
+
+
+_FRAME_LINE = re.compile(r'^\s*File "([^"]+)", line (\d+)', re.MULTILINE)
+
+
+def _label_of(*accs: Access) -> str:
+    for acc in accs:
+        label = _resource_label(acc.site)
+        if label != "asyncio internals":
+            return label
+    return "asyncio internals"
+
+
+def _lines(*roles: tuple[str, rp.Site | None]) -> list[tuple[str, rp.Site]]:
+    """The (role, site) pairs of a finding, one per distinct line."""
+    out: list[tuple[str, rp.Site]] = []
+    seen: set[tuple[str, int]] = set()
+    for role, s in roles:
+        if s is None or (s.file, s.line) in seen:
+            continue
+        seen.add((s.file, s.line))
+        out.append((role, s))
+    return out
+
+
+def cause_findings(
+    detailed: Detailed,
+    causes: Sequence[Cause],
+    failure: Failure | None,
+    pattern_at: dict[tuple[int, int], rp.Finding] | None = None,
+) -> list[rp.Finding]:
+    """One finding per cause (duplicates, same lines and hazard, dropped).  A swap that forms
+    no pattern of its own but whose access is the act (c) or the start (p) of an engine
+    pattern in the failing trace (`pattern_at`, by event and object) is explained by that
+    pattern: a consumer's pop that fails unless the producer's put comes first, after its
+    emptiness check went stale, is the check-then-act, not an order violation."""
+    r = detailed.result
+    trace = r.trace or []
+    names = {s.actor: s.name for s in r.steps}
+    sites = r.await_sites or []
+    owner: dict[int, int] = {}
+    for ev in trace:
+        for obj, _key, _kind, site in ev.accesses:
+            if _sync_text(site) == "Task.complete()":
+                owner[obj] = ev.actor
+    out: list[rp.Finding] = []
+    seen: set[tuple[str, tuple[tuple[str, int], ...]]] = set()
+    for cause in causes:
+        f = _cause_finding(cause, trace, names, sites, failure, owner)
+        if f.pattern == "order" and pattern_at:
+            for acc in (cause.before, cause.after):
+                pat = pattern_at.get((acc.event, acc.obj))
+                if pat is not None:
+                    order = order_sentence(trace, cause, names, sites)
+                    f = dataclasses.replace(pat, text=f"{pat.text} {order}")
+                    break
+        key = (f.hazard, tuple((s.file, s.line) for _role, s in f.lines))
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
     return out

@@ -48,6 +48,7 @@ HAZARDS = (
     "dirty-read",
     "order-violation",
     "deadlock",
+    "lost-wakeup",
     "cancellation",
     "livelock",
     "exception",
@@ -66,6 +67,7 @@ HAZARD_TITLE = {
     "dirty-read": "dirty read",
     "order-violation": "order violation",
     "deadlock": "deadlock",
+    "lost-wakeup": "lost wake-up",
     "cancellation": "cancellation race",
     "livelock": "livelock",
     "exception": "exception",
@@ -171,11 +173,11 @@ class Site:
 
 
 def _short(path: str) -> str:
+    """`path` relative to the current directory, as every path in a report is written."""
     try:
-        rel = os.path.relpath(path)
-    except ValueError:
+        return os.path.relpath(path)
+    except ValueError:  # another drive
         return path
-    return rel if not rel.startswith("..") else path
 
 
 @dataclass
@@ -193,6 +195,14 @@ class Finding:
     second: Site | None = None  # c
     cycle: list[dict[str, str]] = field(default_factory=list)
     text: str = ""
+    #: the lines the finding names as its cause, each with its role ("first", "other",
+    #: "second" for an access pattern; "early"/"late" for an order violation; "first-part",
+    #: "cancelled-at", "cancel"; "waits" for each task of a deadlock; "waits"/"signal" for a
+    #: lost wake-up): what a fix has to look at
+    lines: list[tuple[str, Site]] = field(default_factory=list)
+    #: the finding explains the failure by a reordering that makes it pass (stage 5's
+    #: reversal test), not only by the shape of the failing trace
+    causal: bool = False
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -206,6 +216,8 @@ class Finding:
             "remote_access": self.remote.to_json() if self.remote else None,
             "second_local_access": self.second.to_json() if self.second else None,
             "text": self.text,
+            "lines": [dict(s.to_json(), role=role) for role, s in self.lines],
+            "causal": self.causal,
         }
         if self.cycle:
             d["cycle"] = self.cycle
@@ -220,6 +232,11 @@ ENGINE_NAMES = {
     "overwritten_read": "W-W-R",
     "order_violation": "order",
 }
+
+
+def is_condition(text: str) -> bool:
+    """The line is the test of an if/elif/while/assert: a check."""
+    return bool(_CONDITION.match(text))
 
 
 def hazard_of_pattern(pattern: str, local: Site | None) -> str:

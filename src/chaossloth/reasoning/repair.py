@@ -37,6 +37,12 @@ _NOT_BY_A_LOCK = {
         "cannot fix progress: wait for the condition with an asyncio.Event or asyncio.Condition "
         "instead of polling."
     ),
+    "lost-wakeup": (
+        "a task waits for a signal (Event, Condition, future) that came at the wrong moment or "
+        "was erased. A lock cannot deliver a signal: check the predicate and wait in one step "
+        "(`await cond.wait_for(predicate)` under the condition's lock), never clear an Event "
+        "another task may still need, or keep the state the signal stands for next to it."
+    ),
     "exception": (
         "no access pattern on shared state explains the failure, so there is nothing for a "
         "lock to protect. Read the failure's traceback and the schedule (chaossloth replay)."
@@ -51,7 +57,7 @@ _NOT_BY_A_LOCK = {
 
 def unfixable_reason(hazard: str | None, findings: list[rp.Finding]) -> str | None:
     """Why no lock fixes this hazard, or None when a lock may."""
-    if hazard in ("cancellation", "livelock"):
+    if hazard in ("cancellation", "livelock", "lost-wakeup"):
         return _NOT_BY_A_LOCK[hazard]
     if hazard == "deadlock":
         return None

@@ -73,6 +73,9 @@ class Result:
     instrumented: list[str] = field(default_factory=list)
     #: uninstrumented modules the failing schedule ran through (frames, await sites)
     uninstrumented: list[str] = field(default_factory=list)
+    #: stage 5's reversal test: races of the failing schedule reversed ("tried") and those
+    #: whose reversal passes ("passing": the causes), or None when stage 5 did not run
+    reversals: dict[str, int] | None = None
     #: why `complete` is False although the exploration covered every schedule it saw
     incomplete_reason: str | None = None
     #: stage 3's sentinel (JSON-ready: executions, failures, capture_gap, ...), or None
@@ -123,6 +126,7 @@ class Result:
             "natural_failure_rate": tel["natural_failure_rate"],
             "collision_window": tel["collision_window"],
             "findings": [f.to_json() for f in self.findings],
+            "reversals": self.reversals,
             "deviations": self.deviations,
             "schedule_steps": self.schedule_steps,
             "replay_reproduces": self.replay_reproduces,

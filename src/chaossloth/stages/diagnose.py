@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from chaossloth import diagnosis
+from chaossloth import causes, diagnosis
 from chaossloth import report as rp
 from chaossloth.capture import importer
 from chaossloth.diagnosis import Detailed
@@ -27,8 +27,16 @@ class Diagnose:
         assert failing is not None, "skipped without a failing schedule"
         detailed = _detailed_replay(ctx, failing)
         ctx.detailed = detailed
-        res.findings = diagnosis.diagnose(detailed, failing)
+        trace = detailed.result.trace or []
+        paths = detailed.result.actor_paths or failing.actor_paths
+
+        def rerun(schedule: list[int]) -> ExecutionResult:
+            return run_once(ctx, schedule=schedule, actor_paths=paths, guided=True, detailed=False)
+
+        found, tried = causes.find_causes(trace, detailed.explorer, rerun)
+        res.findings = diagnosis.diagnose(detailed, failing, found, _scenario_code(ctx))
         res.hazard = diagnosis.classify(failing.failure, res.findings)
+        res.reversals = {"tried": tried, "passing": len(found)}
         res.uninstrumented = _uninstrumented(failing, detailed)
         head = rp.HAZARD_TITLE[res.hazard]
         if res.uninstrumented and res.hazard == "exception":
@@ -46,6 +54,14 @@ class Diagnose:
                 pr.say(f"  {more.strip()}")
         for fd in res.findings[:3]:
             pr.say(fd.text)
+        if not found and failing.failure is not None and failing.failure.kind != "deadlock":
+            if res.executions and res.failing_executions == res.executions:
+                pr.say("every schedule explored fails: the findings come from its shape alone")
+            else:
+                pr.say(
+                    f"no single swap of two dependent steps makes it pass ({tried} tried): the"
+                    " failure needs several reorderings together"
+                )
         res.mermaid = rp.mermaid(
             diagnosis.diagram_steps(detailed, diagnosis.finding_objects(detailed)),
             title=f"{head}: {one_line(res.failure_message.split(chr(10))[0])[:80]}"
@@ -53,6 +69,22 @@ class Diagnose:
             else head,
             highlight=res.findings[0] if res.findings else None,
         )
+
+
+def _scenario_code(ctx: Context) -> tuple[str, int, int] | None:
+    """The file and line span of the scenario function (its nested functions included)."""
+    prog = ctx.program
+    fn = getattr(prog.module, prog.scenario, None) if prog.scenario and prog.module else None
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    lines: list[int] = []
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        lines += [ln for _s, _e, ln in c.co_lines() if ln is not None]
+        todo += [k for k in c.co_consts if isinstance(k, type(code))]
+    return (code.co_filename, min(lines), max(lines)) if lines else None
 
 
 def _detailed_replay(ctx: Context, failing: ExecutionResult) -> Detailed:
