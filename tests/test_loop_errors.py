@@ -4,6 +4,7 @@ schedule divergence, bad input; and that the loop stays closable after each."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 from typing import Any
@@ -23,7 +24,7 @@ from chaossloth.errors import (
 )
 from chaossloth.loop import ControlledLoop
 
-HERE = __file__
+HERE = os.path.relpath(__file__)  # messages give paths relative to the current directory
 
 
 def _line_of(text: str) -> int:

@@ -11,12 +11,14 @@ Each cause carries the two conflicting accesses that make the steps dependent: `
 access of the step that ran first in the failing order) and ``after``.  Stage 5 names the
 pattern they form with the tasks' other accesses (:mod:`chaossloth.diagnosis`).
 
-Cost: one execution per race tried, at most ``MAX_REVERSALS`` per failure, user-visible races
-first (both accesses in the user's code, then one, then ChaosSloth's asyncio capture only).
+Cost: one execution per race tried, at most ``MAX_REVERSALS`` and ``MAX_SECONDS`` per failure,
+user-visible races first (both accesses in the user's code, then one, then ChaosSloth's asyncio
+capture only); races left untried are counted and said (``Reversals.stopped``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +26,9 @@ from typing import Any
 from chaossloth.capture import sites as site_registry
 from chaossloth.runner import OK, ExecutionResult
 
-#: races reversed per failure (each costs one execution)
+#: races reversed per failure (each costs one execution), and the time they may take
 MAX_REVERSALS = 400
+MAX_SECONDS = 30.0
 
 READ, WRITE = 1, 2
 KEY_WHOLE = OBJECT_ALL = 2**64 - 1
@@ -102,14 +105,28 @@ def _position(schedule: Sequence[int], actor: int, nth: int) -> int | None:
     return None
 
 
+@dataclass
+class Reversals:
+    """What the reversal test did: races found, reversals run, and why it stopped early."""
+
+    races: int = 0
+    tried: int = 0
+    stopped: str | None = None  #: "limit" or "time" when races were left untried
+
+    def to_json(self) -> dict[str, Any]:
+        return {"races": self.races, "tried": self.tried, "stopped": self.stopped}
+
+
 def find_causes(
     trace: Sequence[Any],
     explorer: Any,
     rerun: Callable[[list[int]], ExecutionResult],
     limit: int = MAX_REVERSALS,
-) -> tuple[list[Cause], int]:
+    seconds: float = MAX_SECONDS,
+) -> tuple[list[Cause], Reversals]:
     """The races of the failing `trace` (the current execution of `explorer`) whose reversal
-    passes, in the failing trace's order of their second step; and how many reversals ran.
+    passes, in the failing trace's order of their second step; and what the test did (races
+    left untried when `limit` reversals or `seconds` were spent: said, never silent).
     `rerun(schedule)` runs one guided replay of a schedule on the same program."""
     candidates: list[tuple[int, int, int, tuple[Access, Access]]] = []
     for i, j in explorer.races():
@@ -120,9 +137,13 @@ def find_causes(
         candidates.append((-user, j, i, pair))
     candidates.sort(key=lambda c: (c[0], c[1], c[2]))
     causes: list[Cause] = []
-    tried = 0
-    for _neg_user, j, i, pair in candidates[:limit]:
-        tried += 1
+    done = Reversals(races=len(candidates))
+    deadline = time.monotonic() + seconds
+    for _neg_user, j, i, pair in candidates:
+        if done.tried >= limit or time.monotonic() > deadline:
+            done.stopped = "limit" if done.tried >= limit else "time"
+            break
+        done.tried += 1
         r = rerun(explorer.reversal(i, j))
         if r.outcome != OK:
             continue
@@ -135,4 +156,4 @@ def find_causes(
             continue
         causes.append(Cause(pair[0], pair[1]))
     causes.sort(key=lambda c: (c.after.event, c.before.event))
-    return causes, tried
+    return causes, done

@@ -130,6 +130,13 @@ def _finding_from(
     )
     f.lines = _lines(("first", local), ("other", remote), ("second", second))
     f.text = rp.word_finding(f)
+    if f.pattern in rp.PATTERN_HAZARD and local is not None and remote is not None:
+        c = second or local
+        f.text += (
+            f" The failing order runs {f.other_task}'s access at {remote.where()} between"
+            f" {f.task}'s at {local.where()} and {c.where()}; an order that runs it before the"
+            " first or after the second does not have this pattern."
+        )
     return f
 
 

@@ -73,9 +73,10 @@ class Result:
     instrumented: list[str] = field(default_factory=list)
     #: uninstrumented modules the failing schedule ran through (frames, await sites)
     uninstrumented: list[str] = field(default_factory=list)
-    #: stage 5's reversal test: races of the failing schedule reversed ("tried") and those
-    #: whose reversal passes ("passing": the causes), or None when stage 5 did not run
-    reversals: dict[str, int] | None = None
+    #: stage 5's reversal test: the failing schedule's races ("races"), those reversed
+    #: ("tried"; "stopped": "limit"/"time" when some were left), those whose reversal passes
+    #: ("passing": the causes); None when stage 5 did not run
+    reversals: dict[str, Any] | None = None
     #: why `complete` is False although the exploration covered every schedule it saw
     incomplete_reason: str | None = None
     #: stage 3's sentinel (JSON-ready: executions, failures, capture_gap, ...), or None

@@ -33,10 +33,10 @@ class Diagnose:
         def rerun(schedule: list[int]) -> ExecutionResult:
             return run_once(ctx, schedule=schedule, actor_paths=paths, guided=True, detailed=False)
 
-        found, tried = causes.find_causes(trace, detailed.explorer, rerun)
+        found, done = causes.find_causes(trace, detailed.explorer, rerun)
         res.findings = diagnosis.diagnose(detailed, failing, found, _scenario_code(ctx))
         res.hazard = diagnosis.classify(failing.failure, res.findings)
-        res.reversals = {"tried": tried, "passing": len(found)}
+        res.reversals = dict(done.to_json(), passing=len(found))
         res.uninstrumented = _uninstrumented(failing, detailed)
         head = rp.HAZARD_TITLE[res.hazard]
         if res.uninstrumented and res.hazard == "exception":
@@ -54,12 +54,17 @@ class Diagnose:
                 pr.say(f"  {more.strip()}")
         for fd in res.findings[:3]:
             pr.say(fd.text)
+        if done.stopped is not None:
+            pr.say(
+                f"reversal test: {done.tried} of {done.races} races reversed"
+                f" ({'the limit' if done.stopped == 'limit' else 'the time cap'} was reached)"
+            )
         if not found and failing.failure is not None and failing.failure.kind != "deadlock":
             if res.executions and res.failing_executions == res.executions:
                 pr.say("every schedule explored fails: the findings come from its shape alone")
             else:
                 pr.say(
-                    f"no single swap of two dependent steps makes it pass ({tried} tried): the"
+                    f"no single swap of two dependent steps makes it pass ({done.tried} tried): the"
                     " failure needs several reorderings together"
                 )
         res.mermaid = rp.mermaid(
