@@ -158,6 +158,12 @@ class Config:
     telemetry_budget: float = _opt(
         "exploration", 0.25, "wall-time budget of stage 4's runs on the stock loop, in seconds"
     )
+    telemetry_width: float = _opt(
+        "exploration",
+        0.10,
+        "stage 4 runs the stock loop until the failure rate's 95 percent interval is at most this "
+        "wide (a share: 0.10 = 10 points) or the telemetry budget is spent",
+    )
     sentinel: float | None = _opt(
         "exploration",
         None,
@@ -210,6 +216,9 @@ class Config:
         if self.time_limit is not None:
             _check_seconds("time_limit", self.time_limit)
         _check_seconds("telemetry_budget", self.telemetry_budget)
+        w = self.telemetry_width
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= 1:
+            raise InputError(f"option telemetry_width must be a share in (0, 1], not {w!r}")
         if self.sentinel is not None:
             _check_share("sentinel", self.sentinel)
 
