@@ -2,38 +2,74 @@
 
 Everything here runs the user's workload on asyncio's own ``SelectorEventLoop`` -- the stock
 scheduler, its ready queue, its timer heap and its iteration rule -- never on ChaosSloth's
-controlled loop. Two things are added, both from outside the scheduler:
+controlled loop. Three things are added, all from outside the scheduler:
 
-* a **fast-forward clock**: ``time()`` is the real monotonic clock plus the idle time skipped so
-  far, and the selector, instead of sleeping until the next timer, adds the timeout to the skipped
-  time and returns at once. Steps still cost their real CPU time; idle waits (``asyncio.sleep``,
-  timeouts) cost their nominal duration exactly, without waiting for it and without the
-  millisecond rounding of ``epoll``. So a 100 µs sleep counts 100 µs and a run takes microseconds.
+* a **virtual clock**: ``time()`` is the idle time skipped so far. The selector, instead of
+  sleeping until the next timer, adds the timeout to the clock and returns at once; steps take
+  no virtual time. So ``asyncio.sleep(0.1)`` costs exactly 0.1 s of virtual time and no real
+  time, and nothing real (CPU speed, load, the millisecond rounding of ``epoll``) reaches the
+  clock: a run is a function of its seed, J and the offset.
 * **injected delays**: the loop's ``call_soon``, when asked to schedule a task's step (a first
-  step, or the wake-up after an await), may turn it into ``call_later(delay)``.
+  step, or the wake-up after an await), turns it into a timer ``delay`` later, ``delay`` uniform
+  in [0, J] from the run's seeded generator. Other callbacks (a sleep's timer, a future's
+  result, ``call_later`` callbacks) are not delayed.
+* **threads**: an executor job (``asyncio.to_thread``, ``loop.run_in_executor``) is waited for,
+  in real time, when the loop has nothing else to run; its work costs no virtual time.
+  Callbacks from other threads are held until the loop is idle, then run in a fixed order (job
+  completions in submission order, others after them in arrival order), so where a thread's
+  result lands does not depend on the thread's speed. An idle loop whose jobs send nothing for
+  ``THREAD_WAIT`` (10) real seconds is stuck (a failure); with a timer pending, it fires the
+  timer after ``THREAD_SLICE`` (0.2 s) without news (only a thread that waits for the loop's own
+  timers waits that long, and only then does real time decide an order).
 
-Natural failure rate: the workload runs N times with every task step delayed by an independent
-uniform delay in [0, J]; J is half the duration T of one undisturbed run (at least 10 µs), so the
-delays are small compared with the work itself. The count of failing runs goes to the engine's
-Beta-Binomial posterior (``_core.rate_estimate``).
+What J is, and why. J models the scheduling noise of a real loop: how late a task's step may
+run compared with the order asyncio's rules give. It is scaled to the spacing of the awaits
+that matter -- those of the workers, the tasks the workload's root task starts, whose steps are
+the race -- and not to the run's duration, which idle waits (a TTL, a long timeout, a final
+sleep) can stretch to seconds. From one undisturbed run (no delay): J is the median of the
+workers' await gaps (for each worker, the virtual time between two consecutive steps: 0 for an
+await resolved in the same tick, a sleep's nominal delay), and at least one round of the
+workers' steps, ``workers * c``, where c is the CPU cost of a step (the median real duration of
+the steps of three undisturbed runs, rounded to a power of two nanoseconds, at least 1 µs).
+The median ignores a rare long wait; the floor keeps J above zero for workers that never sleep,
+where delays of about a step reorder steps ready together -- and cannot move a step past a
+timer much further away than a step: a program whose asyncio order always fails fails almost
+always here, as on the real loop.
 
-Collision window: the workers (tasks started by the workload's root task) start at offsets
-0, d, 2d, ... and d is swept over [0, 2T] (widened while the widest offset still fails); each
-offset's pass/fail goes to the engine's window posterior (``_core.window_estimate``). The model
-(see engine/window.c): a run fails when the arrivals are closer than an unknown width W, with a
-small probability of flipping either way; the posterior over W gives the estimate and a 95%
-credible interval, read as "two requests arriving closer than W collide". The sentence only
-claims what the sweep shows (``window_verdict``): when the posterior's median lies beyond the
-widest offset tried (the widest offsets still fail), the report gives a lower bound, "at least
-the widest offset", never the prior's tail; when it lies below the closest offset, no window
-fits; interval ends outside the sweep read "below"/"beyond" the swept range. A workload whose
-root task starts fewer than two tasks has no two arrivals to stagger: the sweep is skipped and
-the window reported as not applicable. The JSON entry carries the verdict (``kind``), the
+Natural failure rate: runs with independent delays until the Beta posterior's 95% interval
+(``_core.rate_estimate``) is at most ``telemetry_width`` wide (at least ``MIN_RUNS`` runs), or
+60% of ``telemetry_budget`` is spent, or 4000 runs: then ``stopped_by`` says which, and the
+report says the interval is wider than asked and why.
+
+Collision window: the workers start at offsets 0, d, 2d, ... (each worker's first step delayed
+by d times its index, on top of a small jitter J/10); d is swept over a fixed grid of
+``SWEEP_OFFSETS`` points in (0, 4J], widened by 4 up to three times while the widest offset
+still fails, ``RUNS_PER_OFFSET`` runs at each. Every run's pass/fail goes to the engine's window
+posterior (``_core.window_estimate``). The model (see engine/window.c): a run fails when the
+arrivals are closer than an unknown width W, with a small probability of flipping either way;
+the posterior over W gives the estimate and a 95% credible interval, read as "two requests
+arriving closer than W collide". The sentence only claims what the sweep shows
+(``window_verdict``): when the posterior's median lies beyond the widest offset tried (the
+widest offsets still fail), the report gives a lower bound, "at least the widest offset", never
+the prior's tail; when fewer than two offsets saw most of their runs fail, the data cannot place
+an edge and the window is "inconclusive"; when the median lies below the closest offset, no
+window fits; interval ends outside the sweep read "below"/"beyond" the swept range. A workload
+whose root task starts fewer than two tasks has no two arrivals to stagger: the sweep is skipped
+and the window reported as not applicable. The JSON entry carries the verdict (``kind``), the
 swept range and, only for an estimate inside it, the posterior's numbers.
 
-A run that leaves nothing to run while the workload is still waiting (a deadlock) or exceeds the
-iteration cap (a livelock) counts as a failure. A workload that opens real I/O cannot be measured
-this way: the runs stop and the reason is returned instead of numbers.
+What is reproducible: with the same seed, the same workload and the same step cost c, the runs,
+failures and sweep are identical, on any machine. c is the one measured quantity; it enters
+only J's floor (so only workloads whose workers never wait on a timer longer than their steps),
+and it is rounded so that one machine measures the same c run after run; the JSON reports it
+(``step_cost_seconds``). Counts also depend on real time when the budget stops the runs
+(``stopped_by`` "budget") or a thread waits for the loop's timers (above).
+
+A run that leaves nothing to run while the workload is still waiting and no thread at work (a
+deadlock) or exceeds the iteration cap (a livelock; also a busy loop polling ``loop.time()``
+around ``sleep(0)``, since steps take no virtual time) counts as a failure. A workload that
+opens real I/O cannot be measured this way: the runs stop and the reason is returned instead of
+numbers.
 """
 
 from __future__ import annotations
@@ -386,13 +422,13 @@ class Telemetry:
         )
         if self.stopped_by:
             cause = (
-                f"the time budget ({self.seconds:.2g} s, --telemetry-budget) ran out"
+                f"the time budget (option telemetry_budget, {self.seconds:.2g} s) ran out"
                 if self.stopped_by == "budget"
                 else f"the run cap ({self.runs} runs) was reached"
             )
             text += (
                 f"; the interval is {100 * (r['high'] - r['low']):.1f} points wide, wider than "
-                f"the {100 * self.width:.3g} asked (--telemetry-width): {cause}"
+                f"the {100 * self.width:.3g} asked (option telemetry_width): {cause}"
             )
         return text
 
