@@ -33,7 +33,7 @@ COST = 50e-6  # J's floor for two workers: 2 * COST = 100 µs
 
 def _irwin_hall_cdf(x: float, n: int) -> float:
     """P(U1 + ... + Un <= x) for independent uniforms on [0, 1]."""
-    total = sum((-1) ** k * math.comb(n, k) * (x - k) ** n for k in range(int(math.floor(x)) + 1))
+    total = sum((-1) ** k * math.comb(n, k) * (x - k) ** n for k in range(math.floor(x) + 1))
     return total / math.factorial(n)
 
 
