@@ -156,7 +156,10 @@ class Config:
         "--no-telemetry",
     )
     telemetry_budget: float = _opt(
-        "exploration", 0.25, "wall-time budget of stage 4's runs on the stock loop, in seconds"
+        "exploration",
+        2.0,
+        "wall-time cap of stage 4's runs on the stock loop, in seconds (the runs stop earlier, "
+        "once the failure rate's interval is telemetry_width wide)",
     )
     telemetry_width: float = _opt(
         "exploration",

@@ -637,6 +637,13 @@ def jitter_scale(gaps: list[float], workers: int, cost: float) -> float:
     return max(floor, median)
 
 
+def _log_grid(lo: float, hi: float, n: int, include_low: bool = True) -> list[float]:
+    """``n`` offsets log-spaced from ``lo`` to ``hi`` (both included, or ``lo`` left out)."""
+    if include_low:
+        return [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
+    return [lo * (hi / lo) ** ((i + 1) / n) for i in range(n)]
+
+
 MIN_STEP_COST = 1e-6
 """The smallest step cost :func:`step_cost` returns."""
 
@@ -705,12 +712,15 @@ def measure(
             tel.sentence = window_sentence(tel)
             tel.seconds = time.perf_counter() - t0
             return tel
-        span = 4.0 * jitter
         small = jitter / 10.0
-        for _ in range(4):  # widen while the widest offset still fails
-            # a fixed grid (the seed decides the delays): the same seed sweeps the same offsets
-            for i in range(SWEEP_OFFSETS):
-                d = span * (i + 0.5) / SWEEP_OFFSETS
+        # fixed grids (the seed decides the delays): the same seed sweeps the same offsets.
+        # The first is log-spaced over [4J/1000, 4J] (the window's prior is log-uniform: a
+        # window of a few small delays is resolved as well as one of a sleep); each widening
+        # adds a log-spaced grid over (span, 4 span] while the widest offset still fails.
+        lo, span = 4.0 * jitter / 1000.0, 4.0 * jitter
+        grid = _log_grid(lo, span, SWEEP_OFFSETS)
+        for widening in range(4):
+            for d in grid:
                 for _ in range(RUNS_PER_OFFSET):
                     r = run_on_stock_loop(
                         trial, seed=rng.getrandbits(32), jitter=small, offset=d, judge=judge
@@ -719,12 +729,15 @@ def measure(
                     tel.offset_failed.append(r.failed)
                     if r.failed and tel.first_failure is None:
                         tel.first_failure = r.failure
-            widest_fails = any(f for d, f in zip(tel.offsets, tel.offset_failed) if d > 0.9 * span)
-            if not widest_fails:
+            widest = grid[-1]
+            if widening == 3 or not any(
+                f for d, f in zip(tel.offsets, tel.offset_failed) if d == widest
+            ):
                 break
             if time.perf_counter() - t0 > budget:
                 tel.sweep_stopped_by = "budget"
                 break
+            grid = _log_grid(span, 4.0 * span, SWEEP_OFFSETS // 3, include_low=False)
             span *= 4.0
         tel.window = _posterior(
             _core.window_estimate(tel.offsets, tel.offset_failed),
