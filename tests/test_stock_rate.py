@@ -25,6 +25,8 @@ import pytest
 from conftest import EXAMPLES, cli
 
 from chaossloth import _core, jitter
+from chaossloth.config import DEFAULTS
+from chaossloth.errors import InputError
 
 SEEDS = range(40)
 COVERED_AT_LEAST = 36
@@ -179,3 +181,10 @@ def test_the_same_seed_gives_the_same_counts_from_the_command(tmp_path: Path) ->
         return n["runs"], n["failures"], w["offsets"], w["failing_offsets"], w["kind"]
 
     assert stage4() == stage4()
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, 1.5, True, "0.1"])
+def test_telemetry_width_is_a_share(bad: object) -> None:
+    with pytest.raises(InputError, match="telemetry_width"):
+        DEFAULTS.replace(telemetry_width=bad)
+    assert DEFAULTS.replace(telemetry_width=0.05).telemetry_width == 0.05
