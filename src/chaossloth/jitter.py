@@ -168,9 +168,9 @@ def _fd(fileobj: Any) -> int:
 class JitterLoop(asyncio.SelectorEventLoop):
     """asyncio's stock selector loop on a virtual clock, with injected step delays.
 
-    The clock is ``skipped + cost * steps``: idle waits advance it by their nominal duration,
-    each task step by ``step_cost``.  Nothing real enters it, so a run is a function of its
-    seed, ``jitter``, ``offset`` and ``step_cost`` (threads aside: see ``_wait_for_threads``)."""
+    The clock is the idle time skipped: idle waits advance it by their nominal duration, steps
+    by nothing.  Nothing real enters it, so a run is a function of its seed, ``jitter`` and
+    ``offset`` (threads aside: see ``_wait_for_threads``)."""
 
     def __init__(
         self,
@@ -300,7 +300,7 @@ class JitterLoop(asyncio.SelectorEventLoop):
 @dataclass
 class RunResult:
     failed: bool
-    duration: float  # fast-forward seconds of the run
+    duration: float  # virtual seconds of the run (its idle waits)
     reason: str = ""
     workers: int = 0  # tasks the workload's root task started (the ones offsets stagger)
     #: why it failed: the exception and its traceback in user code (kind deadlock/livelock for
@@ -455,8 +455,14 @@ class Telemetry:
             {
                 "kind": self.kind,
                 "workers": self.workers,
+                # "offsets"/"failing_offsets" count runs (observations), as they always did;
+                # the sweep repeats each offset RUNS_PER_OFFSET times
                 "offsets": len(self.offsets),
                 "failing_offsets": sum(self.offset_failed),
+                "distinct_offsets": len(set(self.offsets)),
+                "colliding_offsets": len(colliding_offsets(self.offsets, self.offset_failed)),
+                # "budget" when the budget stopped the widening (see measure)
+                "stopped_by": self.sweep_stopped_by or None,
                 "offset_min_seconds": min(self.offsets) if self.offsets else None,
                 "offset_max_seconds": max(self.offsets) if self.offsets else None,
                 "run_seconds": self.run_seconds,
