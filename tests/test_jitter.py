@@ -198,6 +198,21 @@ def test_thread_completions_arrive_in_submission_order() -> None:
     assert orders == {("slow", "fast")}
 
 
+def test_a_timer_does_not_fire_while_a_job_is_pending() -> None:
+    """A job's work takes no virtual time: a timeout around it (far longer than nothing) does
+    not fire, however long the thread takes in real time."""
+
+    def slow() -> str:
+        time.sleep(0.3)  # longer than any short real-time slice a loop might give a thread
+        return "done"
+
+    async def trial() -> str:
+        return await asyncio.wait_for(asyncio.to_thread(slow), timeout=1e-3)
+
+    r = jitter.run_on_stock_loop(trial, judge=lambda v: v == "done")
+    assert not r.failed, r.reason
+
+
 def test_a_thread_that_never_finishes_is_stuck_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 

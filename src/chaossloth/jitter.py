@@ -17,10 +17,12 @@ controlled loop. Three things are added, all from outside the scheduler:
   in real time, when the loop has nothing else to run; its work costs no virtual time.
   Callbacks from other threads are held until the loop is idle, then run in a fixed order (job
   completions in submission order, others after them in arrival order), so where a thread's
-  result lands does not depend on the thread's speed. An idle loop whose jobs send nothing for
-  ``THREAD_WAIT`` (10) real seconds is stuck (a failure); with a timer pending, it fires the
-  timer after ``THREAD_SLICE`` (0.2 s) without news (only a thread that waits for the loop's own
-  timers waits that long, and only then does real time decide an order).
+  result lands does not depend on the thread's speed, and a timer never fires while a job is
+  pending (``wait_for(to_thread(f), timeout)`` times out only if the job's own virtual time,
+  none, exceeds it: never). An idle loop whose jobs send nothing for ``THREAD_WAIT`` (10) real
+  seconds fires its next timer, or, with none pending, is stuck (a failure): only a thread that
+  waits for the loop's own timers, without sending it anything, waits that long, and only then
+  does real time decide an order.
 
 What J is, and why. J models the scheduling noise of a real loop: how late a task's step may
 run compared with the order asyncio's rules give. It is scaled to the spacing of the awaits
@@ -111,11 +113,8 @@ class _RealIO(Exception):
 
 
 THREAD_WAIT = 10.0
-"""Real seconds an idle loop waits for its executor jobs before the run counts as stuck."""
-
-THREAD_SLICE = 0.2
-"""Real seconds an idle loop with a pending timer waits for a thread before firing the timer
-(only a thread that itself waits for the loop's timers waits that long)."""
+"""Real seconds an idle loop waits for its executor jobs before it fires its next timer, or,
+with none pending, the run counts as stuck."""
 
 
 class _FastForwardSelector(selectors.BaseSelector):
@@ -271,10 +270,9 @@ class JitterLoop(asyncio.SelectorEventLoop):
         threads sent into the ready queue, job completions in submission order, other callbacks
         after them in arrival order (so the order does not depend on the threads' speed).  A
         thread's work costs no virtual time.  Returns False when nothing came (no thread at work,
-        or a pending timer fired after THREAD_SLICE without news); raises _Stuck after
-        THREAD_WAIT real seconds of waiting for threads with no timer pending."""
-        cap = THREAD_WAIT if timeout is None else THREAD_SLICE
-        deadline = time.monotonic() + cap
+        or THREAD_WAIT real seconds passed with a timer pending: it fires); raises _Stuck after
+        THREAD_WAIT real seconds with no timer pending."""
+        deadline = time.monotonic() + THREAD_WAIT
         with self._held_cv:
             while True:
                 delivered = {self._job_of(h) for h in self._held}
