@@ -89,6 +89,7 @@ def test_bug_found_classified_and_replayed(
         "every_offset",
         "no_collision",
         "no_fit",
+        "inconclusive",
         "not_applicable",
     )
     if hazard == "deadlock":

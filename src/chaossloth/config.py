@@ -156,7 +156,16 @@ class Config:
         "--no-telemetry",
     )
     telemetry_budget: float = _opt(
-        "exploration", 0.25, "wall-time budget of stage 4's runs on the stock loop, in seconds"
+        "exploration",
+        2.0,
+        "wall-time cap of stage 4's runs on the stock loop, in seconds (the runs stop earlier, "
+        "once the failure rate's interval is telemetry_width wide)",
+    )
+    telemetry_width: float = _opt(
+        "exploration",
+        0.10,
+        "stage 4 runs the stock loop until the failure rate's 95 percent interval is at most this "
+        "wide (a share: 0.10 = 10 points) or the telemetry budget is spent",
     )
     sentinel: float | None = _opt(
         "exploration",
@@ -210,6 +219,9 @@ class Config:
         if self.time_limit is not None:
             _check_seconds("time_limit", self.time_limit)
         _check_seconds("telemetry_budget", self.telemetry_budget)
+        w = self.telemetry_width
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= 1:
+            raise InputError(f"option telemetry_width must be a share in (0, 1], not {w!r}")
         if self.sentinel is not None:
             _check_share("sentinel", self.sentinel)
 

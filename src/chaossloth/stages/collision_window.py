@@ -29,18 +29,17 @@ class CollisionWindow:
     def run(self, ctx: Context) -> None:
         pr, cfg = ctx.printer, ctx.config
         t = jitter.measure(
-            ctx.program.factory, judge=ctx.oracle, seed=cfg.seed, budget=cfg.telemetry_budget
+            ctx.program.factory,
+            judge=ctx.oracle,
+            seed=cfg.seed,
+            budget=cfg.telemetry_budget,
+            width=cfg.telemetry_width,
         )
         ctx.result.telemetry = t
         if t.error:
             pr.say(t.error)
         else:
-            r = t.rate
-            pr.say(
-                f"natural failure rate on the stock loop: {t.failures}/{t.runs} runs "
-                f"(estimate {100 * r['estimate']:.1f}%, 95% CI {100 * r['low']:.1f}%"
-                f"-{100 * r['high']:.1f}%)"
-            )
+            pr.say(t.rate_sentence())
             pr.say(t.sentence)
         if ctx.failing is None and cfg.timers == "strict" and not t.error and t.failures:
             pr.rerun(
