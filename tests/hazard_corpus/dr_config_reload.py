@@ -19,8 +19,7 @@ class ConfigHolder:
 
     async def handle(self):
         await asyncio.sleep(0)
-        cfg = self.config  # race
-        return cfg["timeout"]
+        return self.config["timeout"]  # race
 
 
 async def reload_during_request():

@@ -14,8 +14,7 @@ class Exporter:
 
     async def observe(self, name, value):
         await asyncio.sleep(0)
-        registry = self.registry  # race
-        registry[name] = value
+        self.registry[name] = value  # race
 
 
 async def serve_while_starting():

@@ -22,8 +22,7 @@ class SessionManager:
 
     async def worker(self, msg):
         await asyncio.sleep(0)
-        session = self.session  # race
-        session.send(msg)
+        self.session.send(msg)  # race
 
 
 async def startup():
