@@ -1,4 +1,6 @@
 # expect: check-then-act scenario=client_retry
+# A payment API with idempotency keys (payments.py): a client and its retry both pass the
+# key check before either stored the response, and the card is charged twice.
 import asyncio
 
 from payments import PaymentService

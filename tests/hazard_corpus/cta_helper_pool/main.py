@@ -1,4 +1,6 @@
 # expect: check-then-act scenario=two_requests
+# An HTTP connector pool (pool.py) with a hard cap: two requests pass the cap check before
+# either counted its new connection.
 import asyncio
 
 from pool import ConnectorPool

@@ -1,4 +1,6 @@
 # expect: check-then-act scenario=two_clients
+# Callers ask the pool (pool.py) whether a connection is idle, build the request, then take
+# it: the second take pops an empty list (IndexError).
 import asyncio
 
 from pool import Pool

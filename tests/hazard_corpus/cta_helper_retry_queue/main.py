@@ -1,4 +1,6 @@
 # expect: check-then-act scenario=duplicate_failure_reports
+# A retry queue (retry.py) must schedule each failed job once; two failure reports of the same
+# job both pass the membership check.
 import asyncio
 
 from retry import RetryQueue

@@ -1,4 +1,6 @@
 # expect: check-then-act scenario=two_writers
+# A readers-writer lock (rwlock.py) awaits between the writer check and taking the lock: two
+# writers hold it at once.
 import asyncio
 
 from rwlock import RWLock

@@ -1,4 +1,6 @@
 # expect: check-then-act scenario=read_during_invalidate
+# A TTL cache (ttl.py) checks the key, awaits its statistics, then reads the value: an
+# invalidation in between makes the read raise KeyError.
 import asyncio
 
 from ttl import TTLCache

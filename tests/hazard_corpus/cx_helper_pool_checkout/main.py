@@ -1,4 +1,6 @@
 # expect: cancellation scenario=query_with_timeout
+# wait_for cancels a query while the pool (pool.py) counted the connection as in use and was
+# still connecting: the count leaks and the retry finds the pool exhausted.
 import asyncio
 
 from pool import Pool

@@ -1,4 +1,6 @@
 # expect: deadlock scenario=reserve_and_reconcile
+# An inventory and a ledger (stores.py), each with its own lock, call into each other: a
+# reservation and a reconciliation take the two locks in opposite orders.
 import asyncio
 
 from stores import Inventory, Ledger

@@ -1,4 +1,6 @@
 # expect: dirty-read scenario=peek_during_fill
+# An LRU cache (lru.py) reserves the slot with a placeholder while the value loads; a page
+# rendered in between shows the placeholder.
 import asyncio
 
 from lru import LOADING, LRU

@@ -1,4 +1,6 @@
 # expect: lost-update scenario=two_submissions
+# A job scheduler (scheduler.py) reads the next id, awaits the jobs table, then stores id + 1:
+# two submissions get the same id.
 import asyncio
 
 from scheduler import Scheduler

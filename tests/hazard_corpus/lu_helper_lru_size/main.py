@@ -1,4 +1,6 @@
 # expect: lost-update scenario=two_misses
+# An LRU cache bounded in bytes (lru.py): two misses read `used`, await the loader, and each
+# stores its own sum, losing the other's bytes.
 import asyncio
 
 from lru import LRUCache

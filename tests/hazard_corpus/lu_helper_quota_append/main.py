@@ -1,4 +1,6 @@
 # expect: lost-update scenario=two_uploads
+# Storage quota accounting (quota.py) reads the tenant's usage, awaits the object store, writes
+# usage + size: one upload's bytes are lost.
 import asyncio
 
 from quota import QuotaBook

@@ -1,4 +1,6 @@
 # expect: lost-update scenario=burst
+# A sliding-window rate limiter (limiter.py) prunes by a cutoff into a copy, awaits the
+# store, then replaces the list: the other call's entry is lost (the ticker's cancel is cleanup).
 import asyncio
 
 from limiter import FakeClock, RateLimiter

@@ -1,4 +1,5 @@
 # expect: lost-update scenario=two_handlers
+# A latency recorder (stats.py) reads the count, awaits a flush, writes count + 1.
 import asyncio
 
 from stats import Stats

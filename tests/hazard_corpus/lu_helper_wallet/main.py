@@ -1,4 +1,6 @@
 # expect: lost-update scenario=refund_and_purchase
+# A wallet (wallet.py) refund reads the balance, awaits the provider, writes it back; a charge
+# in between is lost.
 import asyncio
 
 from wallet import Wallet

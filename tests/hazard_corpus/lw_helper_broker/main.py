@@ -1,4 +1,6 @@
 # expect: lost-wakeup scenario=config_push
+# A pub/sub broker (broker.py) wakes only the subscribers registered when it publishes; a
+# listener that subscribes after the publish waits forever.
 import asyncio
 
 from broker import Broker

@@ -1,4 +1,6 @@
 # expect: order-violation scenario=boot
+# Module-level settings (settings.py) loaded by an async loader; the pool opener reads them
+# before the loader stored them.
 import asyncio
 
 import settings
