@@ -307,7 +307,11 @@ def _lost_wakeup_finding(
             sides = {trace[cause.before.event].actor: cause.after}
             sides[trace[cause.after.event].actor] = cause.before
             if waiter in sides and len(sides) == 2:
-                signal = _where(trace, sides[waiter], sites)
+                other = sides[waiter]
+                # a notify or set the other side sent on what the waiter waits on, before
+                # the state it announces: that signal is the one lost
+                sent = _signal_sent_before(trace, last, trace[other.event].actor, other.event)
+                signal = _where(trace, sent or other, sites)
                 order = " " + order_sentence(trace, cause, names, sites)
                 break
     what = _waited_name(str(signals[0].get("waits_for", ""))) or "a signal"
@@ -814,6 +818,27 @@ def _is_signal(trace: list[Any], obj: int, futures: bool = False) -> bool:
     on it); with `futures`, also a Future completed with set_result (a hand-made signal)."""
     op = _FUTURE_OP if futures else _SIGNAL_OP
     return any(a[0] == obj and op.match(_sync_text(a[3])) for ev in trace for a in ev.accesses)
+
+
+def _signal_sent_before(
+    trace: list[Any], wait_event: int, sender: int, until: int
+) -> Access | None:
+    """The last notify/set by `sender` up to event `until` on the primitive the waiter's
+    event `wait_event` waits on (its last wait access), or None."""
+    if not 0 <= wait_event < len(trace):
+        return None
+    waited = [a[0] for a in trace[wait_event].accesses if _sync_text(a[3]).endswith("wait()")]
+    waited += [a[0] for a in trace[wait_event].accesses if _sync_text(a[3]).endswith("wait_for()")]
+    if not waited:
+        return None
+    found: Access | None = None
+    for k in range(until + 1):
+        if trace[k].actor != sender:
+            continue
+        for i, a in enumerate(trace[k].accesses):
+            if a[0] in waited and re.search(r"\.(notify|notify_all|set)\(\)$", _sync_text(a[3])):
+                found = Access(k, i, *a)
+    return found
 
 
 def _signal_access(trace: list[Any], cause: Cause) -> Access:
