@@ -8,6 +8,7 @@ exploration.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,11 @@ def test_correct_program_passes_complete(tmp_path: Path, how: list[str]) -> None
     assert rep["failing_executions"] == 0 and rep["executions"] >= 2
     assert rep["schedule_file"] is None
     assert rep["natural_failure_rate"]["failures"] == 0
+    if "--cls" in how:  # the figure examples/README.md quotes is what the command prints
+        m = re.search(
+            r"shows a passing run: (\d+) executions", (EXAMPLES / "README.md").read_text()
+        )
+        assert m is not None and int(m[1]) == rep["executions"], rep["executions"]
 
 
 def test_whole_pipeline_synthesizes_and_verifies_the_patch(tmp_path: Path) -> None:
