@@ -158,3 +158,33 @@ def test_corpus_covers_every_hazard() -> None:
     assert all(p.lines for p in PROGRAMS), [p.name for p in PROGRAMS if not p.lines]
     multi = [p for p in PROGRAMS if p.main.name == "main.py"]
     assert sum(any(f != "main.py" for f, _ in p.lines) for p in multi) >= 8
+
+
+def test_a_cause_says_which_two_orders_differ(tmp_path: Path) -> None:
+    """The reversal test on a lost update: the swap that passes is reported (causal, with both
+    orders in words, source lines without their comments, paths relative to the cwd)."""
+    prog = CORPUS / "lu_hit_counter.py"
+    out = tmp_path / "report.json"
+    r = cli(
+        "check",
+        str(prog),
+        "--scenario",
+        "two_requests",
+        "--json",
+        str(out),
+        "--schedule-out",
+        str(tmp_path / "s.json"),
+        "--no-telemetry",
+        cwd=CORPUS,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    rep = json.loads(out.read_text())
+    assert rep["reversals"]["passing"] >= 1
+    assert rep["reversals"]["tried"] == rep["reversals"]["races"] >= 1
+    assert rep["reversals"]["stopped"] is None
+    top = rep["findings"][0]
+    assert top["causal"] is True and top["pattern"] == "R-W-W"
+    assert "In the passing order" in top["text"] and "in the failing order, after it" in top["text"]
+    assert "# race" not in r.stdout
+    assert "lu_hit_counter.py:14 `current = self.hits`" in r.stdout
+    assert str(CORPUS) not in r.stdout
