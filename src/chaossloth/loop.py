@@ -33,6 +33,7 @@ import contextlib
 import contextvars
 import functools
 import logging
+import math
 import sys
 import threading
 import traceback
@@ -661,7 +662,17 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
 
     def _deadlock_error(self) -> DeadlockError:
         pending = [t for t in self._cs_tasks_in_order() if not t.done()]
-        return deadlock.deadlock_error(pending, self._cs_task_labeller())
+        err = deadlock.deadlock_error(pending, self._cs_task_labeller())
+        never = sum(1 for h in self._scheduled if not h.cancelled() and h.when() == math.inf)
+        if never:
+            # ext/loop.c never fires a timer at +inf (sleep(inf), wait_for(..., timeout=inf)):
+            # the stock loop waits for it forever, a hang this model reports as a deadlock
+            note = (
+                f" ({never} timer(s) at +inf pending: they never fire; the stock loop would "
+                "wait forever)"
+            )
+            err.args = (f"{err.args[0]}{note}", *err.args[1:])
+        return err
 
 
 for _name, _what in _UNSUPPORTED.items():
