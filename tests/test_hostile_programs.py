@@ -41,7 +41,7 @@ def run_cli(*args: str, cwd: Path, timeout: float = WALL) -> subprocess.Complete
         capture_output=True,
         text=True,
         timeout=timeout,
-        preexec_fn=_limit_memory,  # noqa: PLW1509 - the child is single-threaded here
+        preexec_fn=_limit_memory,
         check=False,
     )
 
@@ -115,7 +115,12 @@ def _stock_outcome(tmp_path: Path, scenario: str, cap: float | None = None) -> s
         "except BaseException as e:\n    print(type(e).__name__)\nelse:\n    print('ok')\n"
     )
     r = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=WALL
+        [sys.executable, "-c", code],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=WALL,
     )
     return r.stdout.strip()
 
@@ -258,7 +263,7 @@ def test_sigint_stops_the_tool_with_130(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_limit_memory,  # noqa: PLW1509
+        preexec_fn=_limit_memory,  # noqa: PLW1509 - this test process starts no thread
     )  # fmt: skip
     try:
         assert proc.stdout is not None
@@ -269,7 +274,7 @@ def test_sigint_stops_the_tool_with_130(tmp_path: Path) -> None:
             assert line, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=WALL)
+        _, err = proc.communicate(timeout=WALL)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -354,3 +359,83 @@ def test_exit_on_the_stock_loop_is_that_runs_failure(tmp_path: Path) -> None:
     assert "[4/8]" in r.stdout
     assert "never retrieved" not in r.stderr
     assert r.stderr == ""
+
+
+# ------------------------------------------------------------------ forks, threads, sys.modules
+
+
+FORKS = """
+import asyncio, os, sys, threading, time
+
+counter = {"n": 0}
+
+async def _inc():
+    v = counter["n"]
+    await asyncio.sleep(0)
+    counter["n"] = v + 1
+
+async def racy():
+    counter["n"] = 0
+    await asyncio.gather(_inc(), _inc())
+    assert counter["n"] == 2, counter["n"]
+
+async def forks():
+    await asyncio.sleep(0)
+    pid = os.fork()
+    if pid == 0:
+        # the child goes on as if it were the parent: without the guard it would run the
+        # rest of the tool and print a verdict of its own
+        return
+    os.waitpid(pid, 0)
+
+_threads = []
+
+async def leaves_a_thread():
+    if not _threads:  # one thread, started by the first execution and never joined
+        _threads.append(threading.Thread(target=time.sleep, args=(3600,), name="sleeper"))
+        _threads[0].start()
+    await asyncio.sleep(0)
+
+async def tampers():
+    await asyncio.sleep(0)
+    sys.modules["json"] = object()
+    for name in list(sys.modules):
+        if name.startswith(("encodings", "chaossloth", "asyncio")):
+            continue
+        sys.modules[name] = None  # every later import of it raises ImportError
+    counter["n"] = 0
+    await asyncio.gather(_inc(), _inc())
+    assert counter["n"] == 2, counter["n"]
+"""
+
+
+def test_a_forked_child_of_an_execution_exits_at_once(tmp_path: Path) -> None:
+    write(tmp_path, "forks.py", FORKS)
+    r = check(tmp_path, "forks.py", "forks", "--time-limit", "5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    # one verdict: the children printed nothing
+    assert r.stdout.count("[8/8]") == 1, r.stdout
+    assert r.stdout.count("[1/8]") == 1, r.stdout
+
+
+def test_a_thread_left_running_does_not_keep_the_process(tmp_path: Path) -> None:
+    write(tmp_path, "forks.py", FORKS)
+    r = check(tmp_path, "forks.py", "leaves_a_thread", "--time-limit", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout
+    line = one_error_line(r)
+    assert "thread(s) running ('sleeper'" in line and "outside" in line
+
+
+def test_sys_modules_tampering_does_not_reach_the_tool(tmp_path: Path) -> None:
+    """The program replaces json and re in sys.modules: the tool's later stages (the verdict
+    writes JSON, the schedule is replayed) still work, and the failure found stands."""
+    write(tmp_path, "forks.py", FORKS)
+    r = run_cli(
+        "check", "forks.py", "--scenario", "tampers", "--time-limit", "5",
+        "--json", "report.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "lost update" in r.stdout or "FAIL" in r.stdout
+    assert "replay did not reproduce" not in r.stdout
+    assert (tmp_path / "report.json").read_text().startswith("{")

@@ -258,8 +258,10 @@ def set_execution_limit(seconds: float | None, *, hard_stop: bool = False) -> No
 
 @contextlib.contextmanager
 def watched() -> Iterator[None]:
-    """Marks a run of the program as one execution for the watchdog (set_execution_limit):
-    every execution of the runner, and the stock-loop runs of stage 4."""
+    """One run of the program, contained: the watchdog's (set_execution_limit) time limit
+    applies to it, and the sys.modules entries it replaced or removed are put back when it
+    ends (_ModuleTable).  Every execution of the runner, and the stock-loop runs of stage 4."""
+    table = _ModuleTable()
     _Interrupts.watchdog = False
     _Interrupts.serial += 1
     _Interrupts.started = time.monotonic()
@@ -268,6 +270,7 @@ def watched() -> Iterator[None]:
         yield
     finally:
         _Interrupts.in_execution = False
+        table.restore()
 
 
 def _watch() -> None:
@@ -585,14 +588,12 @@ class _Driver:
         global _tracked
         tasks: list[Any] = []
         _tracked = tasks
-        table = _ModuleTable()
         try:
             with watched():
                 return self._run(index, detailed, tasks)
         finally:
             _tracked = None
             tasks.clear()
-            table.restore()
 
     def _run(self, index: int, detailed: bool, tasks: list[Any]) -> ExecutionResult:
         ex = self.explorer
