@@ -248,6 +248,7 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
     runner.set_execution_limit(cfg.time_budget(), hard_stop=_OWN_PROCESS[0])
     with _program_code():
         program = scenario.load(ns.file, cfg)
+    _check_outputs(cfg.json_path, cfg.schedule_out, cfg.mermaid_path)
     line = _progress_line(cfg)
     out: Any = None if cfg.quiet else sys.stdout
     if line is not None:
@@ -267,6 +268,14 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
         else:
             print("PASS" + (" (complete)" if res.complete else " (incomplete)"))
     return EXIT_FAIL if res.failed else EXIT_PASS
+
+
+def _check_outputs(*paths: str | None) -> None:
+    """Refuses, before anything runs, an output path that would write over the program's own
+    files (report.check_output_path; the writers check again)."""
+    for path in paths:
+        if path is not None and path != "-":
+            rp.check_output_path(path)
 
 
 def _progress_line(cfg: Config) -> ProgressLine | None:
@@ -333,6 +342,7 @@ def _cmd_fix(argv: Sequence[str]) -> int:
     runner.set_execution_limit(cfg.time_budget(), hard_stop=_OWN_PROCESS[0])
     with _program_code():
         program = scenario.load(ns.file, cfg)
+    _check_outputs(json_path, cfg.schedule_out, cfg.mermaid_path, ns.diff_path)
     out: Any = None if cfg.quiet else sys.stdout
     with _program_code():
         res = pipeline.run(program, cfg, out, full=True)

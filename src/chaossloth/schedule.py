@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from typing import Any
 from chaossloth import errors, scenario
 from chaossloth.config import DEFAULTS, MAX_TASKS, TIMER_MODES, U64_LIMIT
 from chaossloth.errors import InputError
+from chaossloth.report import write_output
 from chaossloth.runner import (
     NONDETERMINISM_HINT,
     ExecutionResult,
@@ -101,22 +101,12 @@ def from_execution(
 
 
 def write(sched: ScheduleFile, path: str | os.PathLike[str]) -> Path:
-    """Writes the file atomically (a temporary file renamed into place)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    """Writes the file (report.write_output: atomically, a symlink followed, a FIFO or device
+    written in place, the program's files refused); returns `path`.  OSError when it cannot
+    be written."""
     text = json.dumps(sched.to_json(), indent=1, sort_keys=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=str(p.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return p
+    write_output(path, text)
+    return Path(path)
 
 
 #: actor ids and creation indexes are 32-bit in the engine
