@@ -439,3 +439,24 @@ def test_sys_modules_tampering_does_not_reach_the_tool(tmp_path: Path) -> None:
     assert "lost update" in r.stdout or "FAIL" in r.stdout
     assert "replay did not reproduce" not in r.stdout
     assert (tmp_path / "report.json").read_text().startswith("{")
+
+
+THREADSAFE = """
+import asyncio, threading
+
+async def main():
+    loop = asyncio.get_running_loop()
+    t = threading.Thread(target=lambda: loop.call_soon_threadsafe(print, "hi"), name="poker")
+    t.start()
+    t.join()
+    await asyncio.sleep(0)
+"""
+
+
+def test_call_soon_threadsafe_from_a_thread_is_one_line(tmp_path: Path) -> None:
+    write(tmp_path, "thr.py", THREADSAFE)
+    r = check(tmp_path, "thr.py", "main")
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_error_line(r)  # no traceback of the thread
+    assert "call_soon_threadsafe(print) was called from thread 'poker'" in line
+    assert ".." not in line

@@ -541,7 +541,11 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
             "controlled loop runs deterministically on its own thread)."
         )
         self._cs_foreign_error = msg
-        raise NondeterminismError(msg)
+        err = NondeterminismError(msg)
+        # the loop's thread reports it (one line); the calling thread dies of it silently
+        err._cs_foreign = True  # type: ignore[attr-defined]
+        _quiet_foreign_thread_errors()
+        raise err
 
     # ------------------------------------------------------------ errors and naming
 
@@ -681,6 +685,24 @@ del _name, _what
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _quiet_foreign_thread_errors() -> None:
+    """Installs (once) a threading.excepthook that lets the NondeterminismError a foreign
+    thread's call_soon_threadsafe raised end that thread without a traceback: the loop's
+    thread reports the same problem in one line.  Every other exception goes to the hook that
+    was there before."""
+    if getattr(threading.excepthook, "_cs_quiet", False):
+        return
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if getattr(args.exc_value, "_cs_foreign", False):
+            return
+        previous(args)
+
+    hook._cs_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 def _unwrap(cb: Any) -> Any:

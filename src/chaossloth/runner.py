@@ -949,7 +949,7 @@ NONDETERMINISM_HINT = (
 
 def _nondeterminism(result: ExecutionResult, what: str) -> BaseException:
     d = result.divergence or {}
-    msg = f"{what} diverged: {divergence_text(d)}. {NONDETERMINISM_HINT}"
+    msg = f"{what} diverged: {divergence_text(d).rstrip('.')}. {NONDETERMINISM_HINT}"
     err: _errors.NondeterminismError
     if "expected" in d or "enabled" in d:  # a prescribed step was not enabled (or missing)
         enabled = d.get("enabled")
