@@ -388,12 +388,12 @@ async def forks():
         return
     os.waitpid(pid, 0)
 
-_threads = []
-
 async def leaves_a_thread():
-    if not _threads:  # one thread, started by the first execution and never joined
-        _threads.append(threading.Thread(target=time.sleep, args=(3600,), name="sleeper"))
-        _threads[0].start()
+    # one thread, started by the first execution and never joined (the mark is kept outside
+    # the instrumented modules, which every execution resets)
+    if not hasattr(sys, "_cs_test_sleeper"):
+        sys._cs_test_sleeper = threading.Thread(target=time.sleep, args=(3600,), name="sleeper")
+        sys._cs_test_sleeper.start()
     await asyncio.sleep(0)
 
 async def tampers():
@@ -460,3 +460,50 @@ def test_call_soon_threadsafe_from_a_thread_is_one_line(tmp_path: Path) -> None:
     line = one_error_line(r)  # no traceback of the thread
     assert "call_soon_threadsafe(print) was called from thread 'poker'" in line
     assert ".." not in line
+
+
+# ------------------------------------------------------------------ the same initial state
+
+
+STATEFUL = """
+import asyncio
+import shared
+from shared import LOG
+
+RUNS = []
+TOTAL = 0
+
+class Stats:
+    calls = 0
+    seen = []
+
+async def _work():
+    global TOTAL, ADDED
+    await asyncio.sleep(0)
+    RUNS.append(1)
+    LOG.append(1)
+    shared.COUNT += 1
+    TOTAL += 1
+    ADDED = True
+    Stats.calls += 1
+    Stats.seen.append(1)
+    Stats.extra = 1
+
+async def main():
+    assert "ADDED" not in globals() and not hasattr(Stats, "extra")
+    await asyncio.gather(_work(), _work())
+    assert len(RUNS) == 2 and len(LOG) == 2 and shared.COUNT == 2 and TOTAL == 2, (
+        RUNS, LOG, shared.COUNT, TOTAL)
+    assert Stats.calls == 2 and len(Stats.seen) == 2, (Stats.calls, Stats.seen)
+"""
+
+
+def test_every_execution_starts_from_the_initial_state(tmp_path: Path) -> None:
+    """Module globals, containers (also imported by name elsewhere), class attributes and names
+    added later: all back to their initial state before each execution, so check passes and
+    nothing fails in one execution only because of another."""
+    write(tmp_path, "stateful.py", STATEFUL)
+    write(tmp_path, "shared.py", "LOG = []\nCOUNT = 0\n")
+    r = run_cli("check", "stateful.py", "--scenario", "main", "--time-limit", "3", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout

@@ -42,7 +42,7 @@ from typing import Any
 
 from chaossloth import _core, compat
 from chaossloth import errors as _errors
-from chaossloth.capture import sync
+from chaossloth.capture import importer, sync
 from chaossloth.config import DEFAULT_TIME_LIMIT, DEFAULTS, SENTINEL_MIN_EXECUTIONS, Config
 from chaossloth.loop import ControlledLoop
 
@@ -258,9 +258,11 @@ def set_execution_limit(seconds: float | None, *, hard_stop: bool = False) -> No
 
 @contextlib.contextmanager
 def watched() -> Iterator[None]:
-    """One run of the program, contained: the watchdog's (set_execution_limit) time limit
-    applies to it, and the sys.modules entries it replaced or removed are put back when it
-    ends (_ModuleTable).  Every execution of the runner, and the stock-loop runs of stage 4."""
+    """One run of the program, contained: it starts from the instrumented modules' initial
+    state (importer.reset_modules), the watchdog's (set_execution_limit) time limit applies to
+    it, and the sys.modules entries it replaced or removed are put back when it ends
+    (_ModuleTable).  Every execution of the runner, and the stock-loop runs of stage 4."""
+    importer.reset_modules()
     table = _ModuleTable()
     _Interrupts.watchdog = False
     _Interrupts.serial += 1
