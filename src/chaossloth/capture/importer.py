@@ -654,7 +654,8 @@ class _Namespace:
         items = dict(ns)
         contents = {}
         for k, v in items.items():
-            if type(v) in _CONTAINERS:
+            # dunder names are the interpreter's (__builtins__ is the builtins' own dict)
+            if type(v) in _CONTAINERS and not (k.startswith("__") and k.endswith("__")):
                 contents[k] = _copy_contents(v)
         return cls(items, contents)
 
@@ -687,6 +688,13 @@ class _ModuleState:
 _initial: dict[int, _ModuleState] = {}
 
 
+def begin_program() -> None:
+    """A new program is being loaded (scenario.load_instrumented): reset_modules forgets the
+    modules of the programs loaded before, so an execution resets only the modules of the
+    program it runs (and its cost does not grow over a test session)."""
+    _initial.clear()
+
+
 def record_initial_state(module: ModuleType) -> None:
     """Records the module's state as its top-level code left it: what reset_modules restores
     before every execution."""
@@ -705,7 +713,8 @@ def record_initial_state(module: ModuleType) -> None:
 
 
 def reset_modules() -> None:
-    """Puts every live instrumented module back in its initial state (record_initial_state):
+    """Puts every live instrumented module of the current program (since begin_program) back in
+    its initial state (record_initial_state):
     its global names rebound to the objects its top-level code bound (names added since are
     removed), the contents of every list, dict, set and bytearray bound to a global name or a
     class attribute put back in place, and the attributes of the classes it defines rebound.
