@@ -689,10 +689,13 @@ _initial: dict[int, _ModuleState] = {}
 
 
 def begin_program() -> None:
-    """A new program is being loaded (scenario.load_instrumented): reset_modules forgets the
-    modules of the programs loaded before, so an execution resets only the modules of the
-    program it runs (and its cost does not grow over a test session)."""
-    _initial.clear()
+    """A new program is being loaded (scenario.load_instrumented): forgets the modules no
+    longer in ``sys.modules`` (a finished run's scope took them out), which reset_modules
+    skips anyway."""
+    for key, state in list(_initial.items()):
+        module = state.module()
+        if module is None or sys.modules.get(module.__name__) is not module:
+            _initial.pop(key, None)
 
 
 def record_initial_state(module: ModuleType) -> None:
@@ -713,8 +716,8 @@ def record_initial_state(module: ModuleType) -> None:
 
 
 def reset_modules() -> None:
-    """Puts every live instrumented module of the current program (since begin_program) back in
-    its initial state (record_initial_state):
+    """Puts every instrumented module now in ``sys.modules`` (the running programs': a run's
+    scope takes its modules out when it ends) back in its initial state (record_initial_state):
     its global names rebound to the objects its top-level code bound (names added since are
     removed), the contents of every list, dict, set and bytearray bound to a global name or a
     class attribute put back in place, and the attributes of the classes it defines rebound.
@@ -723,7 +726,7 @@ def reset_modules() -> None:
     instrumented modules.  Called by the runner before every execution."""
     for state in list(_initial.values()):
         module = state.module()
-        if module is None:
+        if module is None or sys.modules.get(module.__name__) is not module:
             continue
         state.globals.restore(vars(module))
         for klass, ns in state.classes:
