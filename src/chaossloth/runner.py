@@ -327,6 +327,8 @@ class _ModuleTable:
 
     def restore(self) -> None:
         mods = sys.modules
+        if self.saved.items() <= mods.items():  # the common case, checked in C
+            return
         for name, mod in self.saved.items():
             if mods.get(name) is not mod:
                 mods[name] = mod

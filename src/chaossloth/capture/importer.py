@@ -689,13 +689,12 @@ _initial: dict[int, _ModuleState] = {}
 
 
 def begin_program() -> None:
-    """A new program is being loaded (scenario.load_instrumented): forgets the modules no
-    longer in ``sys.modules`` (a finished run's scope took them out), which reset_modules
-    skips anyway."""
-    for key, state in list(_initial.items()):
-        module = state.module()
-        if module is None or sys.modules.get(module.__name__) is not module:
-            _initial.pop(key, None)
+    """A new program is being loaded (scenario.load_instrumented): reset_modules forgets the
+    modules of the programs loaded before, so that an execution resets the modules of the
+    program loaded last (and its cost does not grow with the programs a session loads and
+    never releases).  Known limit: after stage 7 loads the patched copy, the original's
+    modules are no longer reset (stage 8's replay of the original starts from its state)."""
+    _initial.clear()
 
 
 def record_initial_state(module: ModuleType) -> None:
@@ -716,8 +715,8 @@ def record_initial_state(module: ModuleType) -> None:
 
 
 def reset_modules() -> None:
-    """Puts every instrumented module now in ``sys.modules`` (the running programs': a run's
-    scope takes its modules out when it ends) back in its initial state (record_initial_state):
+    """Puts every instrumented module of the program loaded last (begin_program) that is still
+    in ``sys.modules`` back in its initial state (record_initial_state):
     its global names rebound to the objects its top-level code bound (names added since are
     removed), the contents of every list, dict, set and bytearray bound to a global name or a
     class attribute put back in place, and the attributes of the classes it defines rebound.
