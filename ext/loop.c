@@ -22,7 +22,11 @@
  *     a task busy-polls (busy_poll_check: POLL_LIMIT consecutive bare yields
  *     of one task while a timer is pending), to the earliest pending
  *     deadline, at the end of that task's step.  A timer is due when
- *     when <= now.
+ *     !(when > now) (timer_due): a NaN deadline is due at once, as on the
+ *     stock loop, whose `when >= end_time` test is false for NaN.  A timer
+ *     at +inf never fires (timer_never): the clock never advances to it,
+ *     relaxed mode never offers it, and a loop with nothing else to run is
+ *     idle (a deadlock), where the stock loop would wait forever.
  *   - Every queued handle holds one strong reference from the queue or heap;
  *     handles are released only after the queue or heap is consistent again,
  *     because releasing one may run arbitrary finalizers that schedule more.
@@ -923,12 +927,20 @@ static int heap_cleanup(LoopCoreObject *self) {
     return 0;
 }
 
+/* A timer is due at `now` unless its deadline is later; NaN is due at once
+ * (stock: the heap head runs unless `when >= now + resolution`). */
+static inline int timer_due(double when, double now) { return !(when > now); }
+
+/* A deadline the stock loop never reaches (it waits in select forever). */
+static inline int timer_never(double when) { return when == INFINITY; }
+
 /* An iteration's boundary: cleanup, advance the virtual clock if nothing is
  * ready, move the due timers to the ready queue. */
 static int boundary(LoopCoreObject *self) {
     if (heap_cleanup(self) < 0) return -1;
     int advanced = 0;
-    if (self->rlen == 0 && !self->stopping && self->hlen && self->heap[0]->when > self->now) {
+    if (self->rlen == 0 && !self->stopping && self->hlen && self->heap[0]->when > self->now &&
+        !timer_never(self->heap[0]->when)) {
         self->now = self->heap[0]->when;
         self->clock_dirty = 1;
         advanced = 1;
@@ -936,7 +948,7 @@ static int boundary(LoopCoreObject *self) {
          * only those): the engine records the barrier */
         if (self->ex && !self->relaxed && cs_py_check(cs_clock_advance(self->ex)) < 0) return -1;
     }
-    while (self->hlen && self->heap[0]->when <= self->now) {
+    while (self->hlen && timer_due(self->heap[0]->when, self->now)) {
         HandleObject *h = heap_pop(self);
         h->scheduled = 0;
         /* strict: a timer reached only by advancing the clock runs after
@@ -991,7 +1003,8 @@ static int busy_poll_check(LoopCoreObject *self) {
     for (size_t i = 0; i < self->hlen; i++) {
         HandleObject *t = self->heap[i];
         if (t->cancelled) continue;
-        if (t->when <= self->now) return 0; /* a due timer is pending: it runs first */
+        if (timer_due(t->when, self->now)) return 0; /* a due timer runs first */
+        if (timer_never(t->when)) continue;
         if (!found || t->when < earliest) {
             earliest = t->when;
             found = 1;
@@ -1002,7 +1015,7 @@ static int busy_poll_check(LoopCoreObject *self) {
     if (self->ex && !self->relaxed)
         for (size_t i = 0; i < self->hlen; i++) {
             HandleObject *t = self->heap[i];
-            if (!t->cancelled && t->when <= earliest) {
+            if (!t->cancelled && timer_due(t->when, earliest)) {
                 t->scheduled_by = self->cur_event;
                 t->after_all = 0;
             }
@@ -1024,7 +1037,8 @@ static int run_fifo(LoopCoreObject *self) {
         if (boundary(self) < 0) return -1;
         if (self->rlen == 0) {
             if (self->stopping) return RUN_STOPPED;
-            if (self->hlen == 0) return self->foreign ? RUN_FOREIGN : RUN_IDLE;
+            if (self->hlen == 0 || timer_never(self->heap[0]->when))
+                return self->foreign ? RUN_FOREIGN : RUN_IDLE;
         }
         size_t ntodo = self->rlen;
         for (size_t i = 0; i < ntodo; i++) {
@@ -1150,7 +1164,11 @@ static HandleObject **timer_sort_heap; /* qsort context (single-threaded under t
 static int timer_cmp(const void *pa, const void *pb) {
     const HandleObject *a = timer_sort_heap[*(const Py_ssize_t *)pa];
     const HandleObject *b = timer_sort_heap[*(const Py_ssize_t *)pb];
-    if (a->when != b->when) return a->when < b->when ? -1 : 1;
+    /* a total order (qsort needs one): NaN deadlines first, then by deadline,
+     * then by insertion */
+    int an = isnan(a->when), bn = isnan(b->when);
+    if (an != bn) return an ? -1 : 1;
+    if (!an && a->when != b->when) return a->when < b->when ? -1 : 1;
     return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
@@ -1264,7 +1282,8 @@ static int run_explorer(LoopCoreObject *self) {
             if (boundary(self) < 0) return -1;
             if (self->rlen == 0) {
                 if (self->stopping) return RUN_STOPPED;
-                if (self->hlen == 0) return self->foreign ? RUN_FOREIGN : RUN_IDLE;
+                if (self->hlen == 0 || timer_never(self->heap[0]->when))
+                return self->foreign ? RUN_FOREIGN : RUN_IDLE;
             }
             self->in_iteration = 1;
             self->batch_left = self->rlen;
@@ -1284,7 +1303,7 @@ static int run_explorer(LoopCoreObject *self) {
         for (size_t i = 0; i < self->rlen; i++)
             if (en_add(self, &n, ready_at(self, i)->actor, (Py_ssize_t)i) < 0) return -1;
         /* strict: no timer is due unless the earliest one is */
-        if (self->hlen && (self->relaxed || self->heap[0]->when <= self->now)) {
+        if (self->hlen && (self->relaxed || timer_due(self->heap[0]->when, self->now))) {
             Py_ssize_t *idx = PyMem_Malloc(self->hlen * sizeof *idx);
             if (!idx) {
                 PyErr_NoMemory();
@@ -1293,7 +1312,8 @@ static int run_explorer(LoopCoreObject *self) {
             size_t m = 0;
             for (size_t i = 0; i < self->hlen; i++) {
                 HandleObject *t = self->heap[i];
-                if (!t->cancelled && (self->relaxed || t->when <= self->now))
+                if (!t->cancelled && !timer_never(t->when) &&
+                    (self->relaxed || timer_due(t->when, self->now)))
                     idx[m++] = (Py_ssize_t)i;
             }
             timer_sort_heap = self->heap;

@@ -86,7 +86,7 @@ def _write_json(tmp_path: Path, data: object) -> Path:
         (lambda d: d.update(steps={"a": 1}), "'steps' must be list"),
         (lambda d: d["steps"].__setitem__(0, 3), "steps[0]: must be an object"),
         (lambda d: d["steps"][1].pop("actor"), "steps[1]: missing key 'actor'"),
-        (lambda d: d["steps"][1].update(actor=-1), "'actor' must be >= 0"),
+        (lambda d: d["steps"][1].update(actor=-1), "'actor' must be an integer from 0 to"),
         (lambda d: d["steps"][1].update(actor=5), "not in 'actors'"),
         (lambda d: d["actors"].__setitem__(1, [3, 0]), "actors[1]"),
         (lambda d: d.update(failure=[1]), "'failure' must be an object"),

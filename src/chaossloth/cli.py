@@ -14,13 +14,18 @@ Exit codes: 0 no failing schedule, 1 failing schedule found (replay: the failure
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import logging
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from types import FrameType
 from typing import Any
 
-from chaossloth import __version__, config, pipeline, replay, scenario, trace_cmd
+from chaossloth import __version__, config, pipeline, replay, runner, scenario, trace_cmd
 from chaossloth import report as rp
 from chaossloth.config import Config
 from chaossloth.errors import InputError
@@ -173,6 +178,56 @@ def _check_parser(prog: str, full: bool) -> argparse.ArgumentParser:
     return p
 
 
+class _Usage(Exception):
+    """argparse ended the command (a usage error: 2, or --help: 0): `code` is the exit code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """parser.parse_args, its SystemExit made a _Usage: a SystemExit anywhere else is the
+    program's, never the tool's exit code."""
+    try:
+        return parser.parse_args(list(argv))
+    except SystemExit as exc:
+        raise _Usage(exc.code if isinstance(exc.code, int) else EXIT_INPUT) from None
+
+
+@contextlib.contextmanager
+def _program_code() -> Iterator[None]:
+    """Runs code that runs the program outside the executions the runner contains (loading
+    it, the stock-loop runs): its SystemExit or KeyboardInterrupt is an input problem (exit 2,
+    one line), never the tool's exit; the user's Ctrl-C still stops the tool."""
+    try:
+        yield
+    except (SystemExit, KeyboardInterrupt) as exc:
+        if isinstance(exc, KeyboardInterrupt) and runner.user_interrupted():
+            raise
+        # the stock-loop task that carried it dies with this traceback and would log "Task
+        # exception was never retrieved" after the one line: the command ends here
+        logging.getLogger("asyncio").disabled = True
+        raise _program_exit_error(exc) from None
+
+
+def _program_exit_error(exc: BaseException) -> InputError:
+    if isinstance(exc, SystemExit):
+        return InputError(
+            f"the program called sys.exit({exc.code!r}) outside a controlled execution (while "
+            "it was loaded, or on the stock asyncio loop)"
+        )
+    if runner.time_limit_hit():
+        return InputError(
+            "a run of the program on the stock asyncio loop ran past the time limit and was "
+            "stopped (a step that never awaits?); raise --time-limit if it needs longer"
+        )
+    return InputError(
+        "the program raised KeyboardInterrupt outside a controlled execution (while it was "
+        "loaded, or on the stock asyncio loop)"
+    )
+
+
 def _err(msg: str) -> None:
     sys.stderr.write(f"chaossloth: error: {msg}\n")
     sys.stderr.flush()
@@ -181,14 +236,19 @@ def _err(msg: str) -> None:
 def _cmd_check(argv: Sequence[str], full: bool) -> int:
     prog = "chaossloth" if full else "chaossloth check"
     parser = _check_parser(prog, full)
-    ns = parser.parse_args(list(argv))
+    ns = _parse(parser, argv)
     if ns.invariant and not ns.cls:
-        parser.error(
-            "--invariant takes the object of a --cls/--method workload; a --scenario "
-            "asserts what must hold itself"
-        )
+        with contextlib.suppress(SystemExit):
+            parser.error(
+                "--invariant takes the object of a --cls/--method workload; a --scenario "
+                "asserts what must hold itself"
+            )
+        raise _Usage(EXIT_INPUT)
     cfg = Config(**{name: getattr(ns, name) for name in config.NAMES if config.flag_of(name)})
-    program = scenario.load(ns.file, cfg)
+    runner.set_execution_limit(cfg.time_budget(), hard_stop=_OWN_PROCESS[0])
+    with _program_code():
+        program = scenario.load(ns.file, cfg)
+    _check_outputs(cfg.json_path, cfg.schedule_out, cfg.mermaid_path)
     line = _progress_line(cfg)
     out: Any = None if cfg.quiet else sys.stdout
     if line is not None:
@@ -197,7 +257,8 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
         if out is not None:
             out = ClearingWriter(out, line)
     try:
-        res = pipeline.run(program, cfg, out, full=full, progress=line)
+        with _program_code():
+            res = pipeline.run(program, cfg, out, full=full, progress=line)
     finally:
         if line is not None:
             line.close()
@@ -207,6 +268,14 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
         else:
             print("PASS" + (" (complete)" if res.complete else " (incomplete)"))
     return EXIT_FAIL if res.failed else EXIT_PASS
+
+
+def _check_outputs(*paths: str | None) -> None:
+    """Refuses, before anything runs, an output path that would write over the program's own
+    files (report.check_output_path; the writers check again)."""
+    for path in paths:
+        if path is not None and path != "-":
+            rp.check_output_path(path)
 
 
 def _progress_line(cfg: Config) -> ProgressLine | None:
@@ -236,11 +305,12 @@ def _cmd_replay(argv: Sequence[str]) -> int:
         default=1,
         help="replay N times; exit 1 only if the failure reproduces every time",
     )
-    ns = p.parse_args(list(argv))
+    ns = _parse(p, argv)
     try:
-        return replay.replay_file(
-            ns.schedule, sys.stdout, mermaid_path=ns.mermaid_path, repeat=ns.repeat
-        )
+        with _program_code():
+            return replay.replay_file(
+                ns.schedule, sys.stdout, mermaid_path=ns.mermaid_path, repeat=ns.repeat
+            )
     except replay.ScheduleMismatch as exc:
         _err(str(exc))
         return EXIT_INPUT
@@ -265,13 +335,17 @@ def _cmd_fix(argv: Sequence[str]) -> int:
         ".chaossloth/<stem>.orig.py)",
     )
     parser.add_argument("--diff", metavar="PATH", dest="diff_path", help="write the diff to PATH")
-    ns = parser.parse_args(list(argv))
+    ns = _parse(parser, argv)
     cfg = Config(**{name: getattr(ns, name) for name in config.NAMES if config.flag_of(name)})
     json_path = cfg.json_path
     cfg = cfg.replace(json_path=None)
-    program = scenario.load(ns.file, cfg)
+    runner.set_execution_limit(cfg.time_budget(), hard_stop=_OWN_PROCESS[0])
+    with _program_code():
+        program = scenario.load(ns.file, cfg)
+    _check_outputs(json_path, cfg.schedule_out, cfg.mermaid_path, ns.diff_path)
     out: Any = None if cfg.quiet else sys.stdout
-    res = pipeline.run(program, cfg, out, full=True)
+    with _program_code():
+        res = pipeline.run(program, cfg, out, full=True)
     rep = res.repair_obj
     summary: dict[str, Any] = (
         rep.to_json()
@@ -339,7 +413,72 @@ def _silence_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command.  Called without `argv` (the ``chaossloth`` script, ``python -m
+    chaossloth``) it owns the process: the watchdog may end it when a step ignores the time
+    limit, and threads the program left running do not keep it alive."""
+    own_process = argv is None
     args = list(sys.argv[1:] if argv is None else argv)
+    old_sigint = _install_sigint()
+    _OWN_PROCESS[0] = own_process
+    try:
+        code = _main(args)
+    finally:
+        _OWN_PROCESS[0] = False
+        runner.set_execution_limit(None)
+        if old_sigint is not None:
+            signal.signal(signal.SIGINT, old_sigint)
+    if own_process:
+        _exit_past_threads(code)
+    return code
+
+
+#: main() was called as the process's command (not in-process with argv, as tests do)
+_OWN_PROCESS = [False]
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    """The user's Ctrl-C: marked as the user's (the program's own KeyboardInterrupt is an
+    outcome of its execution), then raised as usual."""
+    if not runner.time_limit_hit():  # the watchdog's interrupt_main comes this way too
+        runner.note_user_interrupt()
+    raise KeyboardInterrupt
+
+
+def _install_sigint() -> Any:
+    """Installs _on_sigint where Python's default handler is (main thread only); returns the
+    handler to restore, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    old = signal.getsignal(signal.SIGINT)
+    if old is not signal.default_int_handler:
+        return None  # SIGINT ignored or handled by the caller: left as it is
+    signal.signal(signal.SIGINT, _on_sigint)
+    return old
+
+
+def _exit_past_threads(code: int) -> None:
+    """Non-daemon threads the program started and left running would keep the interpreter
+    alive after the verdict: threads are outside the model, so they are named (one line) and
+    the process ends with the verdict's code."""
+    left = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.main_thread() and not t.daemon and t.is_alive()
+    ]
+    if not left:
+        return
+    names = ", ".join(repr(t.name) for t in left[:5]) + (", ..." if len(left) > 5 else "")
+    _err(
+        f"the program left {len(left)} thread(s) running ({names}); threads are outside "
+        "ChaosSloth's model: exiting without waiting for them"
+    )
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _main(args: list[str]) -> int:
     try:
         if not args or args[0] in ("-h", "--help"):
             sys.stdout.write(_top_help())
@@ -357,7 +496,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cmd == "fix":
             return _cmd_fix(args[1:])
         return _cmd_check(args, full=True)
-    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+    except _Usage as exc:  # argparse: usage errors exit 2, --help exits 0
+        return exc.code
+    except SystemExit as exc:  # a subcommand's own parser (trace)
         code = exc.code
         return code if isinstance(code, int) else EXIT_INPUT
     except InputError as exc:

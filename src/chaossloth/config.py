@@ -40,6 +40,13 @@ SENTINEL_MIN_EXECUTIONS = 300
 #: ``max_executions`` is given, in the commands (CLI, pytest plugin): see ``Config.time_limit``.
 DEFAULT_TIME_LIMIT = 10.0
 
+#: The most concurrent calls a --cls/--method workload makes (``tasks``): each is a task of every
+#: execution, and the engine's state grows with their product, so a larger number is refused as
+#: input rather than run out of memory.
+MAX_TASKS = 10_000
+#: The engine's counters (executions, steps, seeds) are 64-bit: values must be below this.
+U64_LIMIT = 2**64
+
 
 #: the groups of options: what to run, how to explore (the options the pytest plugin takes),
 #: what to write
@@ -211,11 +218,11 @@ class Config:
                 raise InputError(f"option {f.name} must be a tuple of strings, not {v!r}")
         _check_choice("strategy", self.strategy, ALL_STRATEGIES)
         _check_choice("timers", self.timers, TIMER_MODES)
-        _check_int("tasks", self.tasks, minimum=1)
-        _check_int("max_steps", self.max_steps, minimum=1)
-        _check_int("seed", self.seed, minimum=0, below=2**64)
+        _check_int("tasks", self.tasks, minimum=1, below=MAX_TASKS + 1)
+        _check_int("max_steps", self.max_steps, minimum=1, below=U64_LIMIT)
+        _check_int("seed", self.seed, minimum=0, below=U64_LIMIT)
         if self.max_executions is not None:
-            _check_int("max_executions", self.max_executions, minimum=1)
+            _check_int("max_executions", self.max_executions, minimum=1, below=U64_LIMIT)
         if self.time_limit is not None:
             _check_seconds("time_limit", self.time_limit)
         _check_seconds("telemetry_budget", self.telemetry_budget)
@@ -266,7 +273,7 @@ def _check_int(name: str, value: Any, *, minimum: int, below: int | None = None)
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise InputError(f"option {name} must be an integer of at least {minimum}, not {value!r}")
     if below is not None and value >= below:
-        raise InputError(f"option {name} must be below {below}, not {value!r}")
+        raise InputError(f"option {name} must be at most {below - 1}, not {value!r}")
 
 
 def _check_share(name: str, value: Any, shown: Any = None) -> None:

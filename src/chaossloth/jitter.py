@@ -90,7 +90,7 @@ from typing import Any
 
 from chaossloth import _core
 from chaossloth.config import DEFAULTS
-from chaossloth.runner import Failure, failure_from_exception
+from chaossloth.runner import Failure, failure_from_exception, tool_interrupt, watched
 
 Trial = Callable[[], Awaitable[Any]]
 """A zero-argument async function: one run of the workload; it raises when the run fails."""
@@ -331,7 +331,8 @@ def run_on_stock_loop(
         task = loop.create_task(_call(trial))
         loop.set_root(task)
         try:
-            value = loop.run_until_complete(task)
+            with watched():  # the time limit holds on the stock loop too
+                value = loop.run_until_complete(task)
         except _RealIO:
             raise
         except _Stuck as exc:
@@ -339,8 +340,10 @@ def run_on_stock_loop(
             kind = "livelock" if "livelock" in reason else "deadlock"
             failure = Failure(kind, kind.capitalize() + "Error", reason)
         except BaseException as exc:
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            if tool_interrupt(exc):  # the program's own exits are this run's failure
                 raise
+            if task.done() and not task.cancelled():
+                task.exception()  # a SystemExit the task's step re-raised: retrieved here
             failed, reason = True, f"{type(exc).__name__}: {exc}"
             raised = exc
         duration = loop.time() - start

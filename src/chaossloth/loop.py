@@ -33,6 +33,7 @@ import contextlib
 import contextvars
 import functools
 import logging
+import math
 import sys
 import threading
 import traceback
@@ -540,7 +541,11 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
             "controlled loop runs deterministically on its own thread)."
         )
         self._cs_foreign_error = msg
-        raise NondeterminismError(msg)
+        err = NondeterminismError(msg)
+        # the loop's thread reports it (one line); the calling thread dies of it silently
+        err._cs_foreign = True  # type: ignore[attr-defined]
+        _quiet_foreign_thread_errors()
+        raise err
 
     # ------------------------------------------------------------ errors and naming
 
@@ -661,7 +666,17 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
 
     def _deadlock_error(self) -> DeadlockError:
         pending = [t for t in self._cs_tasks_in_order() if not t.done()]
-        return deadlock.deadlock_error(pending, self._cs_task_labeller())
+        err = deadlock.deadlock_error(pending, self._cs_task_labeller())
+        never = sum(1 for h in self._scheduled if not h.cancelled() and h.when() == math.inf)
+        if never:
+            # ext/loop.c never fires a timer at +inf (sleep(inf), wait_for(..., timeout=inf)):
+            # the stock loop waits for it forever, a hang this model reports as a deadlock
+            note = (
+                f" ({never} timer(s) at +inf pending: they never fire; the stock loop would "
+                "wait forever)"
+            )
+            err.args = (f"{err.args[0]}{note}", *err.args[1:])
+        return err
 
 
 for _name, _what in _UNSUPPORTED.items():
@@ -670,6 +685,24 @@ del _name, _what
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _quiet_foreign_thread_errors() -> None:
+    """Installs (once) a threading.excepthook that lets the NondeterminismError a foreign
+    thread's call_soon_threadsafe raised end that thread without a traceback: the loop's
+    thread reports the same problem in one line.  Every other exception goes to the hook that
+    was there before."""
+    if getattr(threading.excepthook, "_cs_quiet", False):
+        return
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if getattr(args.exc_value, "_cs_foreign", False):
+            return
+        previous(args)
+
+    hook._cs_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 def _unwrap(cb: Any) -> Any:

@@ -27,6 +27,8 @@ def replay_file(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         program = schedule.load_program(sched)
+    if mermaid_path:
+        rp.check_output_path(mermaid_path)
     oracle = oracle_with_invariant(program, sched.program.get("invariant"))
     w = out if out is not None else io.StringIO()
     for c in caught:

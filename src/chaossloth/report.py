@@ -29,17 +29,20 @@ named to the user is, in this order of precedence:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import stat
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
+from chaossloth.capture.importer import INSTRUMENTED_FILES
 from chaossloth.errors import InputError
 
 HAZARDS = (
@@ -315,30 +318,73 @@ def word_finding(f: Finding) -> str:
 
 
 def write_text(path: str, text: str) -> None:
-    """Writes a file the user asked for (atomically: a temporary file, then a rename); an
-    unwritable path is an InputError."""
-    p = Path(path)
+    """Writes a file the user asked for (see :func:`write_output`); an unwritable path is an
+    InputError."""
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + f".tmp{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, p)
+        write_output(path, text)
     except OSError as exc:
         raise InputError(f"{path}: cannot write the file ({exc.strerror or exc})") from None
 
 
 def write_json(report: dict[str, Any], path: str) -> None:
+    """Writes the JSON report to `path` (see :func:`write_output`), or to stdout for "-"; an
+    unwritable path raises OSError, a protected one InputError."""
     text = json.dumps(report, indent=2, default=_json_default) + "\n"
     if path == "-":
         sys.stdout.write(text)
         return
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_output(path, text)
+
+
+def check_output_path(path: str | os.PathLike[str]) -> str:
+    """The file an output path writes: a symlink followed to its target.  Refuses (InputError)
+    a path that is the program under test or any instrumented module (the user's files are
+    never written, README) and a directory."""
+    target = os.path.realpath(path)
+    for f in list(INSTRUMENTED_FILES):
+        if os.path.realpath(f) == target:
+            raise InputError(
+                f"{path}: refusing to write over {f}, a file of the program under test"
+            )
+    if os.path.isdir(target):
+        raise InputError(f"{path}: is a directory, not a file to write")
+    return target
+
+
+def write_output(path: str | os.PathLike[str], text: str) -> str:
+    """Writes an output file the user asked for (--json, --schedule-out, --mermaid, --diff);
+    returns the file written.  A regular file (or a new one) is replaced atomically: a
+    temporary file beside it, then a rename, so a reader never sees it half-written.  A symlink
+    is followed and its target written; an existing special file (a FIFO, a device such as
+    /dev/null) is written in place, never replaced.  The program's own files are refused
+    (:func:`check_output_path`).  OSError when the file cannot be written."""
+    target = check_output_path(path)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
+        return target
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(target) + ".", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        if st is not None:  # keep the permissions of the file it replaces
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target
 
 
 def _json_default(x: Any) -> Any:

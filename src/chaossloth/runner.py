@@ -24,10 +24,14 @@ The minimal schedule is re-run once at the end to record its full trace and awai
 
 from __future__ import annotations
 
+import _thread
 import asyncio
+import contextlib
 import linecache
 import math
 import os
+import sys
+import threading
 import time
 import traceback
 from array import array
@@ -38,7 +42,7 @@ from typing import Any
 
 from chaossloth import _core, compat
 from chaossloth import errors as _errors
-from chaossloth.capture import sync
+from chaossloth.capture import importer, sync
 from chaossloth.config import DEFAULT_TIME_LIMIT, DEFAULTS, SENTINEL_MIN_EXECUTIONS, Config
 from chaossloth.loop import ControlledLoop
 
@@ -178,6 +182,158 @@ class Progress:
     time_limit: float | None
 
 
+# ------------------------------------------------------------------ interrupts and the watchdog
+
+
+class _Interrupts:
+    """Who raised a KeyboardInterrupt seen by an execution: the user (SIGINT, through
+    :func:`note_user_interrupt`, which the CLI's SIGINT handler calls), the watchdog (the
+    execution ran past the time limit), or else the program itself (an outcome of the
+    execution, never the tool's exit).  Written by the main thread, except `watchdog`."""
+
+    user = False
+    #: the watchdog interrupted the running execution (reset when an execution starts)
+    watchdog = False
+    #: an execution is running; `serial` counts executions, `started` is its monotonic start
+    in_execution = False
+    serial = 0
+    started = 0.0
+    #: seconds an execution may run before the watchdog interrupts it (None: never)
+    limit: float | None = None
+    #: the watchdog may end the process when an interrupted execution still does not return
+    #: (the CLI sets it; a library caller such as the pytest plugin keeps its process)
+    hard_stop = False
+
+
+def note_user_interrupt() -> None:
+    """The user pressed Ctrl-C: the KeyboardInterrupt that follows is the tool's to stop on."""
+    _Interrupts.user = True
+
+
+def user_interrupted() -> bool:
+    """The user pressed Ctrl-C (see note_user_interrupt)."""
+    return _Interrupts.user
+
+
+def tool_interrupt(exc: BaseException) -> bool:
+    """exc is the tool's to stop on (the user's Ctrl-C, or the watchdog's interrupt), not an
+    exception of the program's: every other SystemExit or KeyboardInterrupt is an outcome of
+    the run that raised it."""
+    return isinstance(exc, KeyboardInterrupt) and (_Interrupts.user or _Interrupts.watchdog)
+
+
+def time_limit_hit() -> bool:
+    """The watchdog interrupted an execution for the time limit (since the last one began)."""
+    return _Interrupts.watchdog
+
+
+#: the watchdog's grace beyond the limit before it interrupts the running execution, and again
+#: before it ends the process: max(WATCHDOG_MIN_GRACE, WATCHDOG_GRACE_SHARE * limit)
+WATCHDOG_MIN_GRACE = 2.0
+WATCHDOG_GRACE_SHARE = 0.5
+#: how often the watchdog looks (seconds)
+WATCHDOG_PERIOD = 0.1
+
+_watchdog_thread: threading.Thread | None = None
+
+
+def set_execution_limit(seconds: float | None, *, hard_stop: bool = False) -> None:
+    """The time limit for an execution that never ends (a step that loops without awaiting):
+    the explorer checks its time limit between executions and the step budget bounds an
+    execution's steps, but a single step that never returns is seen only by this watchdog
+    thread.  An execution running longer than `seconds` plus a grace is interrupted: the
+    watchdog raises KeyboardInterrupt in the main thread (``_thread.interrupt_main``, the path
+    SIGINT takes: it lands between two bytecodes of Python code, never inside the C loop's
+    bookkeeping); the execution ends aborted and :func:`time_limit_hit` is true (an exploration
+    stops as if its budget ran out; run_once raises InputError).  With `hard_stop` (the CLI),
+    an execution that swallows the interrupt or never returns to Python ends the process after
+    a second grace (exit 2, one line).  None disables it."""
+    global _watchdog_thread
+    _Interrupts.limit = seconds
+    _Interrupts.hard_stop = hard_stop
+    if seconds is not None and _watchdog_thread is None:
+        _watchdog_thread = threading.Thread(target=_watch, name="chaossloth-watchdog", daemon=True)
+        _watchdog_thread.start()
+
+
+@contextlib.contextmanager
+def watched() -> Iterator[None]:
+    """One run of the program, contained: it starts from the instrumented modules' initial
+    state (importer.reset_modules), the watchdog's (set_execution_limit) time limit applies to
+    it, and the sys.modules entries it replaced or removed are put back when it ends
+    (_ModuleTable).  Every execution of the runner, and the stock-loop runs of stage 4."""
+    importer.reset_modules()
+    table = _ModuleTable()
+    _Interrupts.watchdog = False
+    _Interrupts.serial += 1
+    _Interrupts.started = time.monotonic()
+    _Interrupts.in_execution = True
+    try:
+        yield
+    finally:
+        _Interrupts.in_execution = False
+        table.restore()
+
+
+def _watch() -> None:
+    fired_for = -1
+    while True:
+        time.sleep(WATCHDOG_PERIOD)
+        limit = _Interrupts.limit
+        if limit is None or not _Interrupts.in_execution:
+            continue
+        serial, grace = _Interrupts.serial, max(WATCHDOG_MIN_GRACE, WATCHDOG_GRACE_SHARE * limit)
+        late = time.monotonic() - _Interrupts.started - limit
+        if fired_for != serial:
+            if late >= grace:
+                fired_for = serial
+                _Interrupts.watchdog = True
+                _thread.interrupt_main()
+        elif late >= 2 * grace and _Interrupts.hard_stop:
+            sys.stderr.write(
+                f"chaossloth: error: an execution of the program ran past the time limit of "
+                f"{limit:g}s and did not stop when interrupted (a loop that never awaits, or "
+                "one that catches KeyboardInterrupt)\n"
+            )
+            sys.stderr.flush()
+            os._exit(2)
+
+
+# ------------------------------------------------------------------ forks
+
+
+def _after_fork_in_child() -> None:
+    """A process forked by the program during an execution ends at once: the tool's state (an
+    exploration in progress, its output) must not run twice.  Forks are outside the model."""
+    if _Interrupts.in_execution:
+        os._exit(0)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# ------------------------------------------------------------------ the module table
+
+
+class _ModuleTable:
+    """The entries of ``sys.modules`` an execution replaced or removed are put back when it
+    ends, so that what the program does to the interpreter's module table (``sys.modules["json"]
+    = object()``) never reaches the tool's later stages nor the next execution.  Modules the
+    execution imported stay (the import hook's instrumented ones among them)."""
+
+    def __init__(self) -> None:
+        self.saved = dict(sys.modules)
+
+    def restore(self) -> None:
+        mods = sys.modules
+        if self.saved.items() <= mods.items():  # the common case, checked in C
+            return
+        for name, mod in self.saved.items():
+            if mods.get(name) is not mod:
+                mods[name] = mod
+
+
 # ------------------------------------------------------------------ the environment
 
 
@@ -269,9 +425,22 @@ def _failure_from_exc(kind: str, exc: BaseException, task: str | None) -> Failur
     )
 
 
+def _program_exit_failure(exc: BaseException, task: str | None) -> Failure:
+    """A SystemExit or KeyboardInterrupt the program raised in an execution, as its failure
+    ("the program called sys.exit(0)")."""
+    fail = _failure_from_exc("exception", exc, task)
+    if isinstance(exc, SystemExit):
+        fail.message = f"the program called sys.exit({exc.code!r})"
+    else:
+        fail.message = f"the program raised {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
+    return fail
+
+
 def failure_from_exception(exc: BaseException, task: str | None = None) -> Failure:
     """The Failure of an exception a workload raised (kind exception or assertion), with its
     message and its traceback in user code (for the stock-loop runs of stage 4, too)."""
+    if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        return _program_exit_failure(exc, task)
     return _failure_from_exc("exception", exc, task)
 
 
@@ -424,7 +593,8 @@ class _Driver:
         tasks: list[Any] = []
         _tracked = tasks
         try:
-            return self._run(index, detailed, tasks)
+            with watched():
+                return self._run(index, detailed, tasks)
         finally:
             _tracked = None
             tasks.clear()
@@ -513,7 +683,14 @@ class _Driver:
         self, exc: BaseException, main_task: Any, loop: Any
     ) -> tuple[Failure | None, bool, dict[str, Any] | None]:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise exc
+            if _Interrupts.user:
+                raise exc  # the user's Ctrl-C: the tool stops (exit 130)
+            if _Interrupts.watchdog and isinstance(exc, KeyboardInterrupt):
+                # the time limit interrupted a step: the execution says nothing
+                return None, True, None
+            # the program's own: an outcome of this execution, never the tool's exit
+            who = self.names.name(0) if main_task is not None else None
+            return _program_exit_failure(exc, who), False, None
         # ScheduleDivergedError is a NondeterminismError: test it first, for its details
         if isinstance(exc, (_errors.ScheduleDivergedError, _core.DivergedError)):
             return None, True, self._divergence(exc, loop)
@@ -776,7 +953,7 @@ NONDETERMINISM_HINT = (
 
 def _nondeterminism(result: ExecutionResult, what: str) -> BaseException:
     d = result.divergence or {}
-    msg = f"{what} diverged: {divergence_text(d)}. {NONDETERMINISM_HINT}"
+    msg = f"{what} diverged: {divergence_text(d).rstrip('.')}. {NONDETERMINISM_HINT}"
     err: _errors.NondeterminismError
     if "expected" in d or "enabled" in d:  # a prescribed step was not enabled (or missing)
         enabled = d.get("enabled")
@@ -842,6 +1019,11 @@ def run_once(
     if not ex.begin():  # pragma: no cover - a fresh explorer always has one execution
         raise RuntimeError("the engine refused to start an execution")
     result = driver.run(0, detailed=detailed)
+    if _Interrupts.watchdog:
+        raise _errors.InputError(
+            f"an execution of the program ran past the time limit of {_Interrupts.limit:g}s "
+            "and was stopped (a step that never awaits?); raise --time-limit if it needs longer"
+        )
     result.guide_deviations = int(ex.stats()["guide_deviations"])
     if detailed:
         result.explorer = ex
@@ -898,10 +1080,51 @@ def _explore_one(
     )
     driver = _Driver(factory, ex, cfg, oracle)
     started = time.monotonic()
-    last_progress = 0.0
     index = result.executions
+    try:
+        _explore_loop(
+            ex,
+            driver,
+            cfg,
+            strategy,
+            max_executions,
+            time_limit,
+            index,
+            started,
+            progress=progress,
+            result=result,
+            on_execution=on_execution,
+        )
+    except KeyboardInterrupt:
+        if _Interrupts.user or not _Interrupts.watchdog:
+            raise
+        # the watchdog's interrupt landed just after the execution it was meant for
+    _merge_stats(result, ex, strategy)
+    if _Interrupts.watchdog:
+        result.budget_hit = True  # the time limit stopped an execution that did not end
+
+
+def _explore_loop(
+    ex: Any,
+    driver: _Driver,
+    cfg: Config,
+    strategy: str,
+    max_executions: int | None,
+    time_limit: float | None,
+    index: int,
+    started: float,
+    *,
+    progress: Callable[[Progress], None] | None,
+    result: ExplorationResult,
+    on_execution: Callable[[ExecutionResult], None] | None,
+) -> None:
+    """_explore_one's executions, until the explorer, a failure (stop_on_failure) or the
+    watchdog stops them."""
+    last_progress = 0.0
     while ex.begin():
         r = driver.run(index, detailed=False)
+        if _Interrupts.watchdog:
+            return
         index += 1
         if on_execution is not None:
             on_execution(r)
@@ -933,7 +1156,6 @@ def _explore_one(
                         time_limit,
                     )
                 )
-    _merge_stats(result, ex, strategy)
 
 
 def _merge_stats(result: ExplorationResult, ex: Any, strategy: str) -> None:

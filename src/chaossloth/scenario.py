@@ -104,6 +104,7 @@ def load_instrumented(
     directory = str(p.parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)
+    importer.begin_program()
     activation = importer.activate(scope, p)
     try:
         module = load_file(str(p), siblings=False)

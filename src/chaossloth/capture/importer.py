@@ -25,6 +25,7 @@ puts the originals back.
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -34,6 +35,7 @@ import sys
 import sysconfig
 import threading
 import tomllib
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,6 +260,7 @@ class InstrumentingLoader(importlib.machinery.SourceFileLoader):
         filename = self.get_filename(module.__name__)
         _register_file(str(filename))
         super().exec_module(module)
+        record_initial_state(module)
 
 
 class CaptureFinder(importlib.abc.MetaPathFinder):
@@ -599,4 +602,136 @@ def load_file(
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    record_initial_state(module)
     return module
+
+
+# ------------------------------------------------------------------ initial state
+
+#: the types whose contents reset_modules puts back in place (exactly these types: a subclass
+#: may keep state elsewhere)
+_CONTAINERS = (list, dict, set, bytearray)
+
+
+def _copy_contents(value: Any) -> Any:
+    """A deep copy of a container's contents, or _UNCOPYABLE."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - an object deepcopy cannot copy: not reset, and said
+        return _UNCOPYABLE
+
+
+_UNCOPYABLE = object()
+
+
+def _put_back(value: Any, saved: Any) -> None:
+    """Puts a container's saved contents back in place (a fresh deep copy of them), so that
+    every reference to it (another module's ``from m import RUNS``, a default argument) sees
+    the reset."""
+    try:
+        if value == saved:
+            return
+    except Exception:  # noqa: BLE001, S110 - a comparison that fails: reset anyway
+        pass
+    fresh = copy.deepcopy(saved)
+    if isinstance(value, list | bytearray):
+        value[:] = fresh
+    else:
+        value.clear()
+        value.update(fresh)
+
+
+@dataclass
+class _Namespace:
+    """The initial state of one namespace (a module's globals, or a class defined there):
+    its bindings, and a deep copy of the contents of each plain container bound in it."""
+
+    bindings: dict[str, Any]
+    contents: dict[str, Any]
+
+    @classmethod
+    def of(cls, ns: dict[str, Any] | Any) -> _Namespace:
+        items = dict(ns)
+        contents = {}
+        for k, v in items.items():
+            # dunder names are the interpreter's (__builtins__ is the builtins' own dict)
+            if type(v) in _CONTAINERS and not (k.startswith("__") and k.endswith("__")):
+                contents[k] = _copy_contents(v)
+        return cls(items, contents)
+
+    def restore(self, ns: dict[str, Any], setter: Any = None, deleter: Any = None) -> None:
+        for k in [k for k in ns if k not in self.bindings]:
+            if deleter is None:
+                del ns[k]
+            else:
+                deleter(k)
+        for k, v in self.bindings.items():
+            if ns.get(k, _UNCOPYABLE) is not v:
+                if setter is None:
+                    ns[k] = v
+                else:
+                    setter(k, v)
+            saved = self.contents.get(k, _UNCOPYABLE)
+            if saved is not _UNCOPYABLE:
+                _put_back(v, saved)
+
+
+@dataclass
+class _ModuleState:
+    module: weakref.ref[ModuleType]
+    globals: _Namespace
+    #: classes defined in the module: their attributes (methods included, rebinding only)
+    classes: list[tuple[type, _Namespace]]
+
+
+#: id(module) -> its initial state, for every instrumented module loaded (weakly held)
+_initial: dict[int, _ModuleState] = {}
+
+
+def begin_program() -> None:
+    """A new program is being loaded (scenario.load_instrumented): reset_modules forgets the
+    modules of the programs loaded before, so that an execution resets the modules of the
+    program loaded last (and its cost does not grow with the programs a session loads and
+    never releases).  Known limit: after stage 7 loads the patched copy, the original's
+    modules are no longer reset (stage 8's replay of the original starts from its state)."""
+    _initial.clear()
+
+
+def record_initial_state(module: ModuleType) -> None:
+    """Records the module's state as its top-level code left it: what reset_modules restores
+    before every execution."""
+    ns = vars(module)
+    classes = [
+        (v, _Namespace.of({k: a for k, a in vars(v).items() if not k.startswith("__")}))
+        for v in list(ns.values())
+        if isinstance(v, type) and v.__module__ == module.__name__
+    ]
+    key = id(module)
+    _initial[key] = _ModuleState(
+        weakref.ref(module, lambda _, key=key: _initial.pop(key, None)),
+        _Namespace.of(ns),
+        classes,
+    )
+
+
+def reset_modules() -> None:
+    """Puts every instrumented module of the program loaded last (begin_program) that is still
+    in ``sys.modules`` back in its initial state (record_initial_state):
+    its global names rebound to the objects its top-level code bound (names added since are
+    removed), the contents of every list, dict, set and bytearray bound to a global name or a
+    class attribute put back in place, and the attributes of the classes it defines rebound.
+    What is not reset: the attributes of other objects (instances made at import, objects
+    nested in a class's attributes other than plain containers) and state outside the
+    instrumented modules.  Called by the runner before every execution."""
+    for state in list(_initial.values()):
+        module = state.module()
+        if module is None or sys.modules.get(module.__name__) is not module:
+            continue
+        state.globals.restore(vars(module))
+        for klass, ns in state.classes:
+            current = {k: a for k, a in vars(klass).items() if not k.startswith("__")}
+            ns.restore(
+                current,
+                setter=lambda k, v, klass=klass: setattr(klass, k, v),
+                deleter=lambda k, klass=klass: delattr(klass, k),
+            )

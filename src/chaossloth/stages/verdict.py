@@ -4,8 +4,10 @@ writes the Mermaid diagram when asked."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import tempfile
 from pathlib import Path
 
 from chaossloth import report as rp
@@ -107,14 +109,31 @@ def _write_schedule(ctx: Context, failing: ExecutionResult, path: str) -> str:
     try:
         return str(schedule.write(sched, path))
     except OSError as exc:
+        # the verdict stands: the schedule goes to a fresh temporary directory, said so
+        reason = exc.strerror or str(exc)
+    try:
+        where = tempfile.mkdtemp(prefix="chaossloth-")
+        written = str(schedule.write(sched, os.path.join(where, os.path.basename(path))))
+    except OSError as exc:
         raise InputError(
-            f"{path}: cannot write the schedule file ({exc.strerror or exc})"
+            f"{path}: cannot write the schedule file ({reason}), nor in a temporary directory "
+            f"({exc.strerror or exc})"
         ) from None
+    ctx.printer.say(f"cannot write {path} ({reason}): the schedule was written to {written}")
+    return written
 
 
 def _replays(ctx: Context, path: str) -> bool:
     try:
-        sched = schedule.read(path)
+        if os.path.isfile(path):
+            sched = schedule.read(path)
+        else:  # a FIFO or a device, written in place: it cannot be read back
+            cfg = ctx.config
+            assert ctx.failing is not None
+            written = schedule.from_execution(
+                ctx.failing, ctx.result.program, timers=cfg.timers, max_steps=cfg.max_steps
+            )
+            sched = schedule.parse(json.loads(json.dumps(written.to_json())), path)
         r = schedule.replay(
             sched, ctx.program.factory, oracle=ctx.oracle, max_steps=ctx.config.max_steps
         )
