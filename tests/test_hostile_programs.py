@@ -125,7 +125,22 @@ def _stock_outcome(tmp_path: Path, scenario: str, cap: float | None = None) -> s
     return r.stdout.strip()
 
 
-@pytest.mark.parametrize("scenario", ["sleep_nan", "call_later_nan", "wait_for_nan"])
+_NAN_313 = pytest.mark.xfail(
+    sys.version_info >= (3, 13),
+    strict=True,
+    reason="3.13's selector raises ValueError when it must wait for a NaN timeout (its loop "
+    "crashes); the controlled loop keeps 3.11/3.12's rule (a NaN deadline is due at once)",
+)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "sleep_nan",
+        pytest.param("call_later_nan", marks=_NAN_313),
+        pytest.param("wait_for_nan", marks=_NAN_313),
+    ],
+)
 def test_nan_timers_behave_as_on_the_stock_loop(tmp_path: Path, scenario: str) -> None:
     """A NaN deadline is due at once on the stock loop (3.13's sleep refuses NaN outright):
     the controlled loop does the same, and never spins."""

@@ -263,7 +263,7 @@ def watched() -> Iterator[None]:
     it, and the sys.modules entries it replaced or removed are put back when it ends
     (_ModuleTable).  Every execution of the runner, and the stock-loop runs of stage 4."""
     importer.reset_modules()
-    table = _ModuleTable()
+    table = _ModuleTable.active = _ModuleTable()
     _Interrupts.watchdog = False
     _Interrupts.serial += 1
     _Interrupts.started = time.monotonic()
@@ -272,6 +272,7 @@ def watched() -> Iterator[None]:
         yield
     finally:
         _Interrupts.in_execution = False
+        _ModuleTable.active = None
         table.restore()
 
 
@@ -322,8 +323,28 @@ class _ModuleTable:
     = object()``) never reaches the tool's later stages nor the next execution.  Modules the
     execution imported stay (the import hook's instrumented ones among them)."""
 
+    #: the table of the execution running now, or None
+    active: _ModuleTable | None = None
+
     def __init__(self) -> None:
         self.saved = dict(sys.modules)
+
+    @contextlib.contextmanager
+    def tool_view(self) -> Iterator[None]:
+        """The tool's own work inside an execution (formatting a failure: linecache and
+        traceback import lazily) sees the saved table; the program's changes come back after."""
+        mods = sys.modules
+        changed = {n: mods.get(n, _ABSENT) for n, m in self.saved.items() if mods.get(n) is not m}
+        for name in changed:
+            mods[name] = self.saved[name]
+        try:
+            yield
+        finally:
+            for name, value in changed.items():
+                if value is _ABSENT:
+                    mods.pop(name, None)
+                else:
+                    mods[name] = value
 
     def restore(self) -> None:
         mods = sys.modules
@@ -413,16 +434,21 @@ def exception_message(exc: BaseException) -> str:
     return f"{line} ({where})" if line else f"assertion failed at {where}"
 
 
+_ABSENT = object()
+
+
 def _failure_from_exc(kind: str, exc: BaseException, task: str | None) -> Failure:
     if kind == "exception" and isinstance(exc, AssertionError):
         kind = "assertion"
-    return Failure(
-        kind=kind,
-        type_name=type(exc).__name__,
-        message=exception_message(exc),
-        traceback=_user_traceback(exc),
-        task=task,
-    )
+    table = _ModuleTable.active
+    with table.tool_view() if table is not None else contextlib.nullcontext():
+        return Failure(
+            kind=kind,
+            type_name=type(exc).__name__,
+            message=exception_message(exc),
+            traceback=_user_traceback(exc),
+            task=task,
+        )
 
 
 def _program_exit_failure(exc: BaseException, task: str | None) -> Failure:

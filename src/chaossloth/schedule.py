@@ -303,6 +303,8 @@ def read(path: str | os.PathLike[str]) -> ScheduleFile:
         raise InputError(f"{p}: the file nests too deeply (not a ChaosSloth schedule)") from None
     except ValueError as exc:  # e.g. an integer with more digits than Python converts
         raise InputError(f"{p}: not a ChaosSloth schedule ({exc})") from None
+    if _depth(data) > MAX_JSON_DEPTH:  # what json accepts depends on the interpreter: one rule
+        raise InputError(f"{p}: the file nests too deeply (not a ChaosSloth schedule)")
     return parse(data, str(p))
 
 
@@ -375,3 +377,23 @@ def replay(
         )
         err.divergence = d  # type: ignore[attr-defined]
         raise err from None
+
+
+#: the deepest JSON nesting a schedule file may have (a real one nests 4 levels)
+MAX_JSON_DEPTH = 1000
+
+
+def _depth(data: Any) -> int:
+    """The nesting depth of decoded JSON (a scalar is 0), without recursion."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(data, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict):
+            todo += [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            todo += [(v, depth + 1) for v in item]
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+    return deepest
