@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from chaossloth.errors import DeadlockError
+from chaossloth.report import relative_path
 
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
 _OUR_DIR = os.path.dirname(__file__) + os.sep
@@ -93,15 +94,7 @@ def _suspension_site(task: Any) -> str | None:
         return None
     user = [f for f in frames if not _is_internal(f)]
     f = (user or frames)[-1]
-    return f"{_relative(f.f_code.co_filename)}:{f.f_lineno}"
-
-
-def _relative(path: str) -> str:
-    """Paths in messages are relative to the current directory."""
-    try:
-        return os.path.relpath(path)
-    except ValueError:  # another drive
-        return path
+    return f"{relative_path(f.f_code.co_filename)}:{f.f_lineno}"
 
 
 _PRIMITIVES: tuple[type, ...] = (

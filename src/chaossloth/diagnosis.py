@@ -827,8 +827,11 @@ def _signal_sent_before(
     event `wait_event` waits on (its last wait access), or None."""
     if not 0 <= wait_event < len(trace):
         return None
-    waited = [a[0] for a in trace[wait_event].accesses if _sync_text(a[3]).endswith("wait()")]
-    waited += [a[0] for a in trace[wait_event].accesses if _sync_text(a[3]).endswith("wait_for()")]
+    waited = [
+        a[0]
+        for a in trace[wait_event].accesses
+        if _sync_text(a[3]).endswith(("wait()", "wait_for()"))
+    ]
     if not waited:
         return None
     found: Access | None = None

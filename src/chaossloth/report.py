@@ -169,13 +169,13 @@ class Site:
     text: str = ""
 
     def where(self) -> str:
-        return f"{_short(self.file)}:{self.line}"
+        return f"{relative_path(self.file)}:{self.line}"
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "text": self.text}
 
 
-def _short(path: str) -> str:
+def relative_path(path: str) -> str:
     """`path` relative to the current directory, as every path in a report is written."""
     try:
         return os.path.relpath(path)
