@@ -112,6 +112,7 @@ _METAVARS = {
     "json_path": "PATH",
     "mermaid_path": "PATH",
     "schedule_out": "PATH",
+    "database": "DIR",
     "instrument": "PKG",
 }
 _GROUP_TITLES = {"program": "what to run", "exploration": "exploration", "output": "output"}

@@ -202,6 +202,14 @@ class Config:
         "where to write the failing schedule (default .chaossloth/<file>.<scenario>.schedule.json)",
         "--schedule-out",
     )
+    database: str | None = _opt(
+        "output",
+        ".chaossloth",
+        "directory of the failure database: the failing schedules of each program are saved "
+        "there and replayed first on its next run ('': none; the pytest "
+        "plugin uses <rootdir>/.chaossloth)",
+        "--database",
+    )
     quiet: bool = _opt("output", False, "print only the verdict line", "--quiet")
 
     def __post_init__(self) -> None:

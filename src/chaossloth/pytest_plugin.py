@@ -124,6 +124,8 @@ class ChaosSlothFixture:
             config = options_config(options, self.out_dir / f"{name}.schedule.json")
             if self.instrument:
                 config = config.replace(instrument=(*self.instrument, *config.instrument))
+            if self.rootdir is not None:
+                config = config.replace(database=str(Path(self.rootdir) / ".chaossloth"))
         except InputError as exc:
             pytest.fail(f"chaossloth: {exc}", pytrace=False)
         try:
