@@ -522,3 +522,50 @@ def test_every_execution_starts_from_the_initial_state(tmp_path: Path) -> None:
     r = run_cli("check", "stateful.py", "--scenario", "main", "--time-limit", "3", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PASS" in r.stdout
+
+
+# state an execution changes that is not put back: an instance made at import, os.environ
+CARRY_OVER = {
+    "instance": """
+import asyncio
+
+class Counter:
+    def __init__(self):
+        self.runs = 0
+
+COUNTER = Counter()
+
+async def main():
+    async def bump():
+        COUNTER.runs += 1
+        await asyncio.sleep(0)
+    await asyncio.gather(bump(), bump())
+    assert COUNTER.runs < 5, COUNTER.runs
+""",
+    "environ": """
+import asyncio
+import os
+
+async def main():
+    async def bump():
+        n = int(os.environ.get("CS_TEST_RUNS", "0"))
+        await asyncio.sleep(0)
+        os.environ["CS_TEST_RUNS"] = str(n + 1)
+    await asyncio.gather(bump(), bump())
+    assert int(os.environ["CS_TEST_RUNS"]) < 4, os.environ["CS_TEST_RUNS"]
+""",
+}
+
+
+@pytest.mark.parametrize("where", sorted(CARRY_OVER))
+def test_state_carried_over_between_executions_is_an_input_problem(
+    tmp_path: Path, where: str
+) -> None:
+    """The failure such a program shows depends on how many executions ran before it (replay
+    would say it passes): exit 2, naming the object the default order changes."""
+    write(tmp_path, "carry.py", CARRY_OVER[where])
+    r = check(tmp_path, "carry.py", "main", "--max-executions", "50")
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_error_line(r)
+    assert "state carries over from one execution to the next" in line, line
+    assert ("COUNTER.runs (carry.py:" if where == "instance" else "os.environ (carry.py:") in line

@@ -479,6 +479,31 @@ def diagram_steps(detailed: Detailed, raw_objects: set[int] | None = None) -> li
     return out
 
 
+def preexisting_writes(trace: Sequence[Any], limit: int = 5) -> list[str]:
+    """The resources an execution writes (from the user's lines) whose objects it did not
+    create, as ``name (file:line)``: what it changes of the state it started from."""
+    created = set()
+    for ev in trace:
+        for obj, _key, _kind, site_id in ev.accesses:
+            s = _site(site_id)
+            if s is not None and s.kind == "new":
+                created.add(obj)
+    out: list[str] = []
+    for ev in trace:
+        for obj, _key, kind, site_id in ev.accesses:
+            s = _site(site_id)
+            if kind == READ or obj in created or s is None or s.kind in _TIMELINE_SKIP_KINDS:
+                continue
+            if not _is_user_file(s.filename):
+                continue
+            name = f"{s.name or s.text} ({rp.relative_path(s.filename)}:{s.line})"
+            if name not in out:
+                out.append(name)
+            if len(out) == limit:
+                return out
+    return out
+
+
 #: site kinds a timeline leaves out: allocations and method lookups say nothing about the
 #: state two tasks share
 _TIMELINE_SKIP_KINDS = ("new", "method")

@@ -167,6 +167,8 @@ class Context:
     progress: Callable[[runner.Progress], None] | None = None
     #: stage 1: the first default-order execution, with its trace
     default_run: ExecutionResult | None = None
+    #: stage 3: the default order ran again after the first exploration and ended as stage 1's
+    state_reset_checked: bool = False
     #: stage 2: counts of events, actors, accesses, resources, dependent pairs
     alphabet: dict[str, int] = field(default_factory=dict)
     #: stage 3 (stage 4 when it re-runs stage 3): the minimal failing execution, or None
