@@ -576,3 +576,58 @@ def test_state_carried_over_between_executions_is_an_input_problem(
     line = one_error_line(r)
     assert "state carries over from one execution to the next" in line, line
     assert ("COUNTER.runs (carry.py:" if where == "instance" else "os.environ (carry.py:") in line
+
+
+STAGE7_STATE = """
+import asyncio
+
+RUNS = []
+
+class Counter:
+    def __init__(self):
+        self.value = 0
+
+    async def bump(self):
+        v = self.value
+        await asyncio.sleep(0)
+        self.value = v + 1
+
+async def main():
+    assert not RUNS, f"state left by another execution: {RUNS}"
+    RUNS.append(1)
+    c = Counter()
+    await asyncio.gather(c.bump(), c.bump())
+    assert c.value == 2, c.value
+"""
+
+
+def test_the_original_is_reset_again_after_stage_7_checked_the_patch(tmp_path: Path) -> None:
+    """Stage 7 loads the patched copy and releases it; stage 8's replay of the original then
+    starts from the original's initial state again, so it reproduces the failure."""
+    write(tmp_path, "counter.py", STAGE7_STATE)
+    r = run_cli("fix", "counter.py", "--scenario", "main", "--no-telemetry", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "patch verified (complete)" in r.stdout, r.stdout
+    assert "replay did not reproduce" not in r.stdout, r.stdout
+
+
+UNCOPYABLE = """
+import asyncio
+import threading
+
+# a lock cannot be deep-copied: this list is reset shallowly (which items it holds)
+HELD = [threading.Lock()]
+
+async def main():
+    assert len(HELD) == 1, HELD
+    HELD.append(threading.Lock())
+    await asyncio.sleep(0)
+"""
+
+
+def test_a_container_deepcopy_refuses_is_reset_shallowly_and_said(tmp_path: Path) -> None:
+    write(tmp_path, "held.py", UNCOPYABLE)
+    r = check(tmp_path, "held.py", "main", "--max-executions", "20")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "reset only shallowly between executions" in r.stdout, r.stdout
+    assert "held.HELD (TypeError: cannot pickle '_thread.lock' object)" in r.stdout, r.stdout

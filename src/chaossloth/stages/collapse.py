@@ -110,7 +110,7 @@ def _check_state_is_reset(ctx: Context) -> None:
     state"), so the exploration's executions did not start from the same state: an input
     problem, named with the objects the default order writes that existed before it started."""
     first = ctx.default_run
-    if first is None or ctx.state_reset_checked:
+    if first is None or ctx.state_reset_checked or runner.user_interrupted():
         return
     ctx.state_reset_checked = True
     again = run_once(ctx, detailed=True)
