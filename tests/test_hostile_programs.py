@@ -631,3 +631,84 @@ def test_a_container_deepcopy_refuses_is_reset_shallowly_and_said(tmp_path: Path
     assert r.returncode == 0, r.stdout + r.stderr
     assert "reset only shallowly between executions" in r.stdout, r.stdout
     assert "held.HELD (TypeError: cannot pickle '_thread.lock' object)" in r.stdout, r.stdout
+
+
+FINALIZERS = """
+import asyncio
+import gc
+
+
+class Resource:
+    def __init__(self, loop, done):
+        self.me = self  # a reference cycle: only the cycle collector frees it
+        self.loop = loop
+        self.done = done
+
+    def __del__(self):
+        self.loop.call_soon(self.done.set_result, "closed")
+
+
+class Slotted:
+    __slots__ = ("me", "loop", "done")  # no __weakref__: the hooks cannot hold it weakly
+
+    def __init__(self, loop, done):
+        self.me = self
+        self.loop = loop
+        self.done = done
+
+    def __del__(self):
+        self.loop.call_soon(self.done.set_result, "closed")
+
+
+async def explicit():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    Resource(loop, done)
+    gc.collect()
+    assert await asyncio.wait_for(done, 1) == "closed"
+
+
+async def by_allocations():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    Resource(loop, done)
+    for _ in range(50):
+        junk = [[i] for i in range(2000)]  # allocations start the collector
+        del junk
+        await asyncio.sleep(0)
+    assert await asyncio.wait_for(done, 1) == "closed"
+
+
+async def slotted_across_steps():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    r = Slotted(loop, done)
+    await asyncio.sleep(0)
+    assert r.me is r
+    del r
+    await asyncio.sleep(0)
+    gc.collect()
+    assert await asyncio.wait_for(done, 1) == "closed"
+"""
+
+
+@pytest.mark.parametrize("scenario", ["explicit", "by_allocations", "slotted_across_steps"])
+def test_cyclic_garbage_is_finalized_during_the_run_as_on_the_stock_loop(
+    tmp_path: Path, scenario: str
+) -> None:
+    """A finalizer of cyclic garbage that schedules a callback runs while the loop runs, as
+    under asyncio.run: the callback it schedules is a step of the execution, never a failure
+    after the loop closed."""
+    write(tmp_path, "fin.py", FINALIZERS)
+    stock = subprocess.run(
+        [sys.executable, "-c", f"import asyncio, fin; asyncio.run(fin.{scenario}()); print('ok')"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=WALL,
+        check=False,
+    )
+    assert stock.stdout.strip() == "ok", stock.stderr
+    r = check(tmp_path, "fin.py", scenario, "--max-executions", "50")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout and "Exception ignored" not in r.stderr, r.stdout + r.stderr
