@@ -85,6 +85,8 @@ class Result:
     stock_loop_failure: dict[str, Any] | None = None
     #: a dependency capture missed: found by the sentinel or the stock loop (JSON-ready)
     capture_gap: dict[str, Any] | None = None
+    #: stage 5: the failing schedule step by step (diagnosis.timeline), None when passing
+    timeline: list[dict[str, Any]] | None = None
     #: stages 6-7: the repair's JSON (Repair.to_json), or None when they did not run
     repair: dict[str, Any] | None = None
     #: stages 6-7: the repair itself, with its patch (chaossloth fix, the Python API)
@@ -127,6 +129,7 @@ class Result:
             "natural_failure_rate": tel["natural_failure_rate"],
             "collision_window": tel["collision_window"],
             "findings": [f.to_json() for f in self.findings],
+            "timeline": self.timeline,
             "reversals": self.reversals,
             "deviations": self.deviations,
             "schedule_steps": self.schedule_steps,
