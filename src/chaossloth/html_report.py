@@ -58,7 +58,7 @@ th{font-weight:600;color:var(--muted)}
 .stats div b{display:block;font-size:16px}
 .finding{border-left:4px solid var(--bad);padding-left:10px;margin:10px 0}
 .tl-wrap{overflow:auto;max-height:560px;border:1px solid var(--line);border-radius:6px}
-.tl-grid{display:grid;gap:0}
+.tl-grid{display:grid;gap:0;width:max-content;min-width:100%}
 .tl-grid>div{border-bottom:1px solid var(--line);border-right:1px solid #eef0f3;padding:4px;
 min-height:30px}
 .tl-head{position:sticky;top:0;background:#eef1f6;font-weight:600;z-index:2;text-align:center}
@@ -79,6 +79,7 @@ font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 .diff .add{color:#116329;background:#e6ffec;display:block}
 .diff .del{color:#82071e;background:#ffebe9;display:block}
 .diff .hunk{color:#0550ae;display:block}
+.diff .ctx{display:block}
 svg text{font:11px system-ui,sans-serif;fill:#1d2330}
 .legend span{margin-right:14px}
 """
@@ -135,7 +136,7 @@ _SCRIPT = """
             where(a)));
         });
         if (s.await) {
-          cell.appendChild(withTip(el("span", "aw", "\\u23f8 " + (s.await.text || "await")),
+          cell.appendChild(withTip(el("span", "aw", s.await.text || "await"),
             "suspends at " + where(s.await)));
         }
       }
@@ -202,12 +203,11 @@ def _num(x: Any) -> float | None:
 def _header(report: dict[str, Any]) -> str:
     prog = report.get("program") or {}
     path = rp.relative_path(str(prog.get("path", "")))
-    what = prog.get("scenario") or ".".join(
-        str(prog[k]) for k in ("cls", "method") if prog.get(k)
-    )
+    what = prog.get("scenario") or ".".join(str(prog[k]) for k in ("cls", "method") if prog.get(k))
     failed = report.get("verdict") == "fail"
+    hazard = report.get("hazard") or ""
     badge = (
-        f'<span class="badge fail">FAIL: {_e(rp.HAZARD_TITLE.get(report.get("hazard") or "", report.get("hazard")))}</span>'
+        f'<span class="badge fail">FAIL: {_e(rp.HAZARD_TITLE.get(hazard, hazard))}</span>'
         if failed
         else '<span class="badge pass">PASS</span>'
     )
@@ -222,20 +222,23 @@ def _header(report: dict[str, Any]) -> str:
         stats += [
             ("failing schedule", f"{report.get('schedule_steps')} steps"),
             ("deviations", report.get("deviations")),
-            ("replay reproduces", report.get("replay_reproduces")),
+            (
+                "replay reproduces",
+                {True: "yes", False: "no"}.get(report.get("replay_reproduces"), "-"),
+            ),
         ]
     rate = report.get("natural_failure_rate") or {}
     if _num(rate.get("estimate")) is not None:
         stats.append(
-            ("stock-loop failure rate", f"{100 * rate['estimate']:.1f}% ({rate.get('failures')}/{rate.get('runs')})")
+            (
+                "stock-loop failure rate",
+                f"{100 * rate['estimate']:.1f}% ({rate.get('failures')}/{rate.get('runs')})",
+            )
         )
     cells = "".join(f"<div><span class=muted>{_e(k)}</span><b>{_e(v)}</b></div>" for k, v in stats)
     replay = ""
     if report.get("schedule_file"):
-        replay = (
-            "<p>replay: <code>chaossloth replay "
-            f"{_e(report['schedule_file'])}</code></p>"
-        )
+        replay = f"<p>replay: <code>chaossloth replay {_e(report['schedule_file'])}</code></p>"
     return (
         f"<section id=summary><h1>ChaosSloth: <span class=mono>{_e(path)}</span> "
         f"<span class=mono>{_e(what)}</span></h1>{badge}"
@@ -365,8 +368,10 @@ def _plot(report: dict[str, Any]) -> str:
         return top + (1 - share) * (h - top - bottom)
 
     parts = [
-        f'<svg id="window-plot" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-        f'viewBox="0 0 {w} {h}" role="img" aria-label="failing share of runs by offset">'
+        (
+            f'<svg id="window-plot" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+            f'viewBox="0 0 {w} {h}" role="img" aria-label="failing share of runs by offset">'
+        )
     ]
     est, low, high = (_num(cw.get(k)) for k in ("estimate_seconds", "low_seconds", "high_seconds"))
     if low is not None and high is not None and low > 0 and high > 0:
@@ -424,7 +429,13 @@ def _diff(report: dict[str, Any]) -> str:
     rep = report.get("repair")
     if not rep:
         return ""
-    status = f"{rep.get('status', '')}" + (" (verified)" if rep.get("verified") else "")
+    status = f"{rep.get('status', '')}, " + ("verified" if rep.get("verified") else "NOT verified")
+    locks = ", ".join(
+        f"{lk.get('owner', '')}.{lk.get('name', '')} "
+        f"({', '.join(str(r) for r in lk.get('resources') or ())})"
+        for lk in rep.get("locks") or []
+    )
+    locks_p = f"<p>locks: <code>{_e(locks)}</code></p>" if locks else ""
     diff = rep.get("diff") or ""
     lines = []
     for line in diff.splitlines():
@@ -437,13 +448,13 @@ def _diff(report: dict[str, Any]) -> str:
             cls = "del"
         elif line.startswith("@@"):
             cls = "hunk"
-        lines.append(f'<span class="{cls}">{_e(line)}</span>' if cls else _e(line))
+        lines.append(f'<span class="{cls or "ctx"}">{_e(line) or " "}</span>')
     body = (
-        f'<pre class="diff">{chr(10).join(lines)}</pre>'
+        f'<pre class="diff">{"".join(lines)}</pre>'
         if diff
         else f"<p class=muted>{_e(rep.get('explanation') or 'no diff')}</p>"
     )
-    return f"<section id=diff><h2>Patch: {_e(status)}</h2>{body}</section>"
+    return f"<section id=diff><h2>Patch: {_e(status)}</h2>{locks_p}{body}</section>"
 
 
 def to_html(report: dict[str, Any]) -> str:
@@ -476,7 +487,7 @@ def to_html(report: dict[str, Any]) -> str:
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{_e(csp)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<meta name=generator content=\"chaossloth {_e(__version__)}\">"
+        f'<meta name=generator content="chaossloth {_e(__version__)}">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body><main>{body}</main>"
         '<div id="tip"></div>\n'
         f'<script type="application/json" id="cs-data">{embed_json(_timeline_data(report))}'

@@ -548,9 +548,7 @@ def per_offset(offsets: list[float], failed: list[bool]) -> list[dict[str, Any]]
         c = counts.setdefault(d, [0, 0])
         c[0] += 1
         c[1] += bool(f)
-    return [
-        {"offset_seconds": d, "runs": n, "failures": k} for d, (n, k) in sorted(counts.items())
-    ]
+    return [{"offset_seconds": d, "runs": n, "failures": k} for d, (n, k) in sorted(counts.items())]
 
 
 def colliding_offsets(offsets: list[float], failed: list[bool]) -> list[float]:

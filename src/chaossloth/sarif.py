@@ -140,7 +140,9 @@ def _code_flow(paths: _Paths, timeline: list[dict[str, Any]] | None) -> dict[str
                 located.append((acc, label, bool(acc.get("highlight"))))
         aw = step.get("await")
         if aw and aw.get("file"):
-            located.append((aw, f"step {step.get('step')}: suspends at {aw.get('text', '')}", False))
+            located.append(
+                (aw, f"step {step.get('step')}: suspends at {aw.get('text', '')}", False)
+            )
         for site, label, important in located:
             order += 1
             flows.setdefault(task, []).append(
