@@ -53,6 +53,7 @@ border:1px solid var(--line);font-size:12px}
 table{border-collapse:collapse;width:100%}
 td,th{text-align:left;padding:3px 8px;border-bottom:1px solid var(--line);vertical-align:top}
 th{font-weight:600;color:var(--muted)}
+td.mono{white-space:nowrap}
 .bar{height:10px;background:#8aa6d6;border-radius:3px;min-width:1px}
 .stats{display:flex;flex-wrap:wrap;gap:18px;margin-top:8px}
 .stats div b{display:block;font-size:16px}
@@ -62,12 +63,12 @@ th{font-weight:600;color:var(--muted)}
 .tl-grid>div{border-bottom:1px solid var(--line);border-right:1px solid #eef0f3;padding:4px;
 min-height:30px}
 .tl-head{position:sticky;top:0;background:#eef1f6;font-weight:600;z-index:2;text-align:center}
-.tl-lane{position:sticky;left:0;background:#fff;font-weight:600;z-index:1;max-width:260px;
+.tl-lane{position:sticky;left:0;background:#fff;font-weight:600;z-index:1;max-width:220px;
 white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .tl-lane.cb{color:var(--muted);font-weight:400}
 .tl-corner{z-index:3;left:0}
 .acc,.aw{display:block;margin:2px 0;padding:1px 5px;border-radius:4px;white-space:nowrap;
-cursor:default;font-size:12px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+max-width:12em;overflow:hidden;text-overflow:ellipsis;cursor:default;font-size:12px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 .acc.read{border:1px solid var(--rd);color:var(--rd)}
 .acc.write{border:1px solid var(--wr);color:var(--wr)}
 .acc.hl{background:var(--hl);font-weight:700;box-shadow:0 0 0 2px #e0a800}
@@ -105,8 +106,12 @@ _SCRIPT = """
     e.setAttribute("data-tip", text);
     return e;
   }
-  var steps = data.timeline || [];
-  if (!steps.length) {
+  // a callback's step that touched no shared state and did not suspend is not drawn
+  var all = data.timeline || [];
+  var steps = all.filter(function (s) {
+    return s.is_task || (s.accesses || []).length > 0 || s.await;
+  });
+  if (!all.length) {
     root.appendChild(el("p", "muted", data.timeline_note));
     document.body.setAttribute("data-timeline", "empty");
     return;
@@ -119,7 +124,7 @@ _SCRIPT = """
   var wrap = el("div", "tl-wrap");
   var grid = el("div", "tl-grid");
   grid.style.gridTemplateColumns =
-    "max-content repeat(" + steps.length + ", minmax(5.5em, max-content))";
+    "max-content repeat(" + steps.length + ", minmax(4em, max-content))";
   grid.appendChild(el("div", "tl-head tl-lane tl-corner", "task"));
   steps.forEach(function (s) { grid.appendChild(el("div", "tl-head", s.step)); });
   lanes.forEach(function (lane, li) {
@@ -146,6 +151,10 @@ _SCRIPT = """
   wrap.appendChild(grid);
   root.appendChild(wrap);
   if (data.timeline_note) { root.appendChild(el("p", "muted", data.timeline_note)); }
+  if (steps.length < all.length) {
+    root.appendChild(el("p", "muted", (all.length - steps.length) + " of " + all.length +
+      " steps not drawn: callbacks that touched no shared state"));
+  }
   root.setAttribute("data-lanes", String(lanes.length));
   document.addEventListener("mouseover", function (ev) {
     var t = ev.target.closest ? ev.target.closest("[data-tip]") : null;
