@@ -1,7 +1,8 @@
 # The C engine as a plain library, its unit tests under ASan+UBSan, and the
 # one command that runs every test: `make test` (what CI runs: .ci/run).
 #
-# make test = lint (once) + C unit tests (once) + the Python suite on every
+# make test = the browser of the HTML report's tests (make browser) + lint (once) + C unit
+# tests (once) + the Python suite on every
 # interpreter of PYVERSIONS, each in its own virtualenv .venv-X.Y made with
 # pyenv's newest X.Y.* (a missing one is an error, not a skip; the `slow` tests on
 # SLOW_PY's interpreters only) + the extension
@@ -30,7 +31,7 @@ SAN_DIR    := build/san-$(SAN_PY)
 SAN_TESTS  := $(sort $(wildcard tests/test_loop_*.py tests/test_capture_*.py)) tests/test_runner.py
 VENVS      := $(foreach v,$(PYVERSIONS),.venv-$(v)/.installed)
 
-.PHONY: all lib ctest pytest lint test install bench bench-dpor clean ext-sanitize \
+.PHONY: all lib ctest pytest lint test install browser bench bench-dpor clean ext-sanitize \
 	$(addprefix pytest-,$(PYVERSIONS)) $(addprefix ext-,$(PYVERSIONS))
 
 all: lib
@@ -116,8 +117,28 @@ ext-sanitize: .venv-$(SAN_PY)/.installed
 	if ls $(SAN_DIR)/report.* >/dev/null 2>&1; then cat $(SAN_DIR)/report.* >&2; exit 1; fi; \
 	exit $$rc
 
+# The browser of the HTML report's tests (tests/test_html_report.py): Debian's chromium, run
+# headless.  Installed with apt-get when it is absent and we are root; otherwise (or when
+# apt-get fails) said here, and those tests skip with the reason.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "== installing chromium (apt-get) for the HTML report's browser tests"; \
+		mkdir -p build; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q chromium >build/browser.log 2>&1 || \
+			{ apt-get update -q >>build/browser.log 2>&1 && \
+			  apt-get install -y -q chromium >>build/browser.log 2>&1; } || \
+			{ tail -n 5 build/browser.log >&2; \
+			  echo "make: chromium could not be installed: the browser tests will skip" >&2; }; \
+	else \
+		echo "make: no chromium and not root: the HTML report's browser tests will skip" \
+			"(apt-get install chromium)" >&2; \
+	fi
+
 # The contract: installs what it needs, then runs every test (C and Python).
-test: install lint ctest $(addprefix pytest-,$(PYVERSIONS)) ext-sanitize
+test: install browser lint ctest $(addprefix pytest-,$(PYVERSIONS)) ext-sanitize
 
 bench: $(BUILD)/bench_recording_overhead
 	$(PYTHON) -m pip install -q -e '.[bench]'

@@ -25,7 +25,17 @@ from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import Any
 
-from chaossloth import __version__, config, pipeline, replay, runner, scenario, trace_cmd
+from chaossloth import (
+    __version__,
+    config,
+    html_report,
+    pipeline,
+    replay,
+    runner,
+    sarif,
+    scenario,
+    trace_cmd,
+)
 from chaossloth import report as rp
 from chaossloth.config import Config
 from chaossloth.errors import InputError
@@ -111,6 +121,8 @@ _METAVARS = {
     "seed": "SEED",
     "json_path": "PATH",
     "mermaid_path": "PATH",
+    "sarif_path": "PATH",
+    "html_path": "PATH",
     "schedule_out": "PATH",
     "database": "DIR",
     "instrument": "PKG",
@@ -249,7 +261,7 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
     runner.set_execution_limit(cfg.time_budget(), hard_stop=_OWN_PROCESS[0])
     with _program_code():
         program = scenario.load(ns.file, cfg)
-    _check_outputs(cfg.json_path, cfg.schedule_out, cfg.mermaid_path)
+    _check_outputs(cfg.json_path, cfg.schedule_out, cfg.mermaid_path, cfg.sarif_path, cfg.html_path)
     line = _progress_line(cfg)
     out: Any = None if cfg.quiet else sys.stdout
     if line is not None:
@@ -263,12 +275,28 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
     finally:
         if line is not None:
             line.close()
+    _write_reports(cfg, res.to_json())
     if cfg.quiet:
         if res.failed:
             print(f"FAIL {res.hazard}: {res.schedule_file or 'on the stock loop (no schedule)'}")
         else:
             print("PASS" + (" (complete)" if res.complete else " (incomplete)"))
     return EXIT_FAIL if res.failed else EXIT_PASS
+
+
+def _write_reports(cfg: Config, report: dict[str, Any]) -> None:
+    """Writes the --sarif and --html files of a JSON report (report.write_output's rules, as
+    --json); an unwritable path is an InputError naming it."""
+    for path, write in (
+        (cfg.sarif_path, sarif.write_sarif),
+        (cfg.html_path, html_report.write_html),
+    ):
+        if not path:
+            continue
+        try:
+            write(report, path)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write the report ({exc.strerror or exc})") from None
 
 
 def _check_outputs(*paths: str | None) -> None:
@@ -343,7 +371,9 @@ def _cmd_fix(argv: Sequence[str]) -> int:
     runner.set_execution_limit(cfg.time_budget(), hard_stop=_OWN_PROCESS[0])
     with _program_code():
         program = scenario.load(ns.file, cfg)
-    _check_outputs(json_path, cfg.schedule_out, cfg.mermaid_path, ns.diff_path)
+    _check_outputs(
+        json_path, cfg.schedule_out, cfg.mermaid_path, cfg.sarif_path, cfg.html_path, ns.diff_path
+    )
     out: Any = None if cfg.quiet else sys.stdout
     with _program_code():
         res = pipeline.run(program, cfg, out, full=True)
@@ -382,8 +412,10 @@ def _cmd_fix(argv: Sequence[str]) -> int:
         if ns.diff_path and rep.diff:
             rp.write_text(ns.diff_path, rep.diff)
     print(line if not cfg.quiet else line.split(":")[0])
+    report = res.to_json()
+    _write_reports(cfg, report)
     if json_path:
-        summary["report"] = res.to_json()
+        summary["report"] = report
         try:
             rp.write_json(summary, json_path)
         except OSError as exc:

@@ -196,6 +196,20 @@ class Config:
         "write the failing schedule as a Mermaid sequence diagram there",
         "--mermaid",
     )
+    sarif_path: str | None = _opt(
+        "output",
+        None,
+        "write the findings as SARIF 2.1.0 there (code scanning: one result per finding, the "
+        "failing schedule as its code flow)",
+        "--sarif",
+    )
+    html_path: str | None = _opt(
+        "output",
+        None,
+        "write a self-contained HTML report there (stages, timeline, findings, collision "
+        "window, patch)",
+        "--html",
+    )
     schedule_out: str | None = _opt(
         "output",
         None,

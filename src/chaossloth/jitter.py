@@ -468,6 +468,8 @@ class Telemetry:
                 "offset_max_seconds": max(self.offsets) if self.offsets else None,
                 "run_seconds": self.run_seconds,
                 "sentence": self.sentence,
+                # the sweep's observations by offset, ascending (the HTML report's plot)
+                "per_offset": per_offset(self.offsets, self.offset_failed),
             }
         )
         if self.error:
@@ -537,6 +539,16 @@ def window_verdict(offsets: list[float], failed: list[bool], window: dict[str, f
     if median <= min(offsets):
         return WINDOW_NO_FIT
     return WINDOW_ESTIMATE
+
+
+def per_offset(offsets: list[float], failed: list[bool]) -> list[dict[str, Any]]:
+    """The runs and failures at each distinct offset, by ascending offset."""
+    counts: dict[float, list[int]] = {}
+    for d, f in zip(offsets, failed):
+        c = counts.setdefault(d, [0, 0])
+        c[0] += 1
+        c[1] += bool(f)
+    return [{"offset_seconds": d, "runs": n, "failures": k} for d, (n, k) in sorted(counts.items())]
 
 
 def colliding_offsets(offsets: list[float], failed: list[bool]) -> list[float]:
