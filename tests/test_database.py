@@ -245,7 +245,7 @@ def test_at_most_max_per_program_oldest_deleted(
         assert p is not None
         os.utime(p, (1000 + n, 1000 + n))  # distinct ages whatever the clock's resolution
         paths.append(p)
-    kept = [str(p) for p in db.schedules()]
+    kept = [db.shown(p) for p in db.schedules()]
     assert kept == paths[::-1][: database.MAX_PER_PROGRAM]
     assert schedule.read(kept[0]).steps == _schedule(database.MAX_PER_PROGRAM + 2).steps
 

@@ -112,9 +112,26 @@ class Database:
     #: problems with the database itself (unreadable, unwritable): said, never fatal
     notes: list[str] = field(default_factory=list)
 
+    #: the directory made absolute when the database was opened: every file operation goes
+    #: through it, as report.write_output's do (never through the process's current directory)
+    absolute: str = ""
+
+    def __post_init__(self) -> None:
+        self.absolute = self.absolute or os.path.abspath(self.directory)
+
     @property
     def folder(self) -> Path:
+        """The key's directory (absolute)."""
+        return Path(self.absolute) / SUBDIR / key_dirname(self.key)
+
+    @property
+    def shown_folder(self) -> Path:
+        """The key's directory as the user named the database (a relative one stays so)."""
         return Path(self.directory) / SUBDIR / key_dirname(self.key)
+
+    def shown(self, path: Path) -> str:
+        """A file of the key's directory, named as in shown_folder."""
+        return str(self.shown_folder / path.name)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -130,7 +147,7 @@ class Database:
 
     def _inside(self) -> bool:
         """The key's directory resolves inside the database directory (no symlink out)."""
-        top = os.path.realpath(self.directory)
+        top = os.path.realpath(self.absolute)
         real = os.path.realpath(self.folder)
         if os.path.commonpath([top, real]) == top:
             return True
@@ -146,7 +163,7 @@ class Database:
         except (FileNotFoundError, NotADirectoryError):
             return []  # nothing saved (a file in the way is said when saving)
         except OSError as exc:
-            self.notes.append(f"cannot read {folder} ({exc.strerror or exc})")
+            self.notes.append(f"cannot read {self.shown_folder} ({exc.strerror or exc})")
             return []
         if not self._inside():
             return []
@@ -195,12 +212,12 @@ class Database:
                 continue
             if r.failed:
                 self.reproduced += 1
-                return Reproduced(str(path), sched, r)
+                return Reproduced(self.shown(path), sched, r)
             self._drop(path, "passes now (fixed)")
         return None
 
     def _drop(self, path: Path, reason: str) -> None:
-        entry = {"file": str(path), "reason": reason}
+        entry = {"file": self.shown(path), "reason": reason}
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -225,7 +242,7 @@ class Database:
         except OSError as exc:
             self.notes.append(f"cannot save to {self.directory} ({exc.strerror or exc})")
             return None
-        self.saved = str(target)
+        self.saved = self.shown(target)
         for old in self.schedules()[MAX_PER_PROGRAM:]:
             if old != target:
                 with contextlib.suppress(OSError):
