@@ -151,7 +151,7 @@ class Database:
         real = os.path.realpath(self.folder)
         if os.path.commonpath([top, real]) == top:
             return True
-        self.notes.append(f"{self.folder} resolves outside {self.directory} (a symlink): not used")
+        self._note(f"{self.shown_folder} resolves outside {self.directory} (a symlink): not used")
         return False
 
     def schedules(self) -> list[Path]:
@@ -163,7 +163,7 @@ class Database:
         except (FileNotFoundError, NotADirectoryError):
             return []  # nothing saved (a file in the way is said when saving)
         except OSError as exc:
-            self.notes.append(f"cannot read {self.shown_folder} ({exc.strerror or exc})")
+            self._note(f"cannot read {self.shown_folder} ({exc.strerror or exc})")
             return []
         if not self._inside():
             return []
@@ -216,6 +216,10 @@ class Database:
             self._drop(path, "passes now (fixed)")
         return None
 
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
     def _drop(self, path: Path, reason: str) -> None:
         entry = {"file": self.shown(path), "reason": reason}
         try:
@@ -233,14 +237,14 @@ class Database:
         MAX_PER_PROGRAM; returns the file, or None with a note when it cannot be written."""
         folder = self.folder
         text = json.dumps(sched.to_json(), indent=1) + "\n"
+        if not self._inside():  # before makedirs: it would create the folder out there
+            return None
         try:
             os.makedirs(folder, exist_ok=True)
-            if not self._inside():
-                return None
             target = folder / schedule_filename(sched)
             _write_atomic(folder, target, text)
         except OSError as exc:
-            self.notes.append(f"cannot save to {self.directory} ({exc.strerror or exc})")
+            self._note(f"cannot save to {self.directory} ({exc.strerror or exc})")
             return None
         self.saved = self.shown(target)
         for old in self.schedules()[MAX_PER_PROGRAM:]:
