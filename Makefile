@@ -3,7 +3,8 @@
 #
 # make test = lint (once) + C unit tests (once) + the Python suite on every
 # interpreter of PYVERSIONS, each in its own virtualenv .venv-X.Y made with
-# pyenv's newest X.Y.* (a missing one is an error, not a skip) + the extension
+# pyenv's newest X.Y.* (a missing one is an error, not a skip; the `slow` tests on
+# SLOW_PY's interpreters only) + the extension
 # built with ASan+UBSan running the loop, capture and runner tests.
 CC      ?= cc
 CFLAGS  ?= -std=c11 -O1 -g -Wall -Wextra -Werror
@@ -21,6 +22,10 @@ PYVERSIONS ?= 3.11 3.12 3.13
 PYENV_ROOT ?= $(or $(shell pyenv root 2>/dev/null),$(HOME)/.pyenv)
 LINT_PY    := $(firstword $(PYVERSIONS))
 SAN_PY     ?= 3.12
+# Interpreters that also run the tests marked `slow` (the heavier grammar sample, the repair
+# suites, a real pip install); the others run everything else.  3.11 (the interpreter of
+# DESIGN.md) and 3.13 (the most different bytecode and asyncio) are the two ends.
+SLOW_PY    ?= 3.11 3.13
 SAN_DIR    := build/san-$(SAN_PY)
 SAN_TESTS  := $(sort $(wildcard tests/test_loop_*.py tests/test_capture_*.py)) tests/test_runner.py
 VENVS      := $(foreach v,$(PYVERSIONS),.venv-$(v)/.installed)
@@ -76,7 +81,7 @@ install: $(addprefix ext-,$(PYVERSIONS))
 
 $(addprefix pytest-,$(PYVERSIONS)): pytest-%: ext-%
 	@echo "== Python suite on $$(.venv-$*/bin/python -c 'import sys; print(sys.version.split()[0])')"
-	@.venv-$*/bin/python -m pytest -q
+	@.venv-$*/bin/python -m pytest -q $(if $(filter $*,$(SLOW_PY)),,-m "not slow")
 
 # One interpreter, given by PYTHON (which must have the package installed).
 pytest:

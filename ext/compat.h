@@ -22,6 +22,12 @@
  * _core.CompatError (one message naming what did not match) otherwise. */
 PyObject *cs_compat_check(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* 1 where the stock loop crashes when it must wait for a NaN deadline: from
+ * 3.13 `_run_once` passes `when - time()` to the selector unclamped and
+ * selectors.py's `math.ceil(nan * 1e3)` raises ValueError (3.11 and 3.12 clamp
+ * with max(0, ...), which turns NaN into 0: the timer is due at once). */
+#define CS_SELECT_REFUSES_NAN (PY_VERSION_HEX >= 0x030D0000)
+
 /* 1 once cs_compat_check has succeeded.  LoopCore refuses to be created
  * before (the step detection below would silently miss every task). */
 int cs_compat_ready(void);

@@ -23,7 +23,9 @@
  *     of one task while a timer is pending), to the earliest pending
  *     deadline, at the end of that task's step.  A timer is due when
  *     !(when > now) (timer_due): a NaN deadline is due at once, as on the
- *     stock loop, whose `when >= end_time` test is false for NaN.  A timer
+ *     stock loop, whose `when >= end_time` test is false for NaN (3.13's
+ *     loop crashes when it must wait for a NaN deadline with nothing
+ *     ready: boundary raises the same ValueError, CS_SELECT_REFUSES_NAN).  A timer
  *     at +inf never fires (timer_never): the clock never advances to it,
  *     relaxed mode never offers it, and a loop with nothing else to run is
  *     idle (a deadlock), where the stock loop would wait forever.
@@ -938,6 +940,12 @@ static inline int timer_never(double when) { return when == INFINITY; }
  * ready, move the due timers to the ready queue. */
 static int boundary(LoopCoreObject *self) {
     if (heap_cleanup(self) < 0) return -1;
+    if (CS_SELECT_REFUSES_NAN && self->rlen == 0 && !self->stopping && self->hlen &&
+        isnan(self->heap[0]->when)) {
+        /* the stock loop's own crash, raised from its run: the execution's failure */
+        PyErr_SetString(PyExc_ValueError, "cannot convert float NaN to integer");
+        return -1;
+    }
     int advanced = 0;
     if (self->rlen == 0 && !self->stopping && self->hlen && self->heap[0]->when > self->now &&
         !timer_never(self->heap[0]->when)) {

@@ -88,3 +88,36 @@ def test_mermaid_has_tasks_and_resources_as_participants() -> None:
     assert any("-->>" in ln and "read" in ln for ln in lines)
     assert sum("Note over" in ln for ln in lines) == 2
     assert not any(";" in ln or "#" in ln for ln in lines[1:])
+
+
+def _step(n: int, *, line: int = 0, hot: bool = False) -> dict[str, object]:
+    acc = [
+        {
+            "resource": "self.x",
+            "kind": "write",
+            "file": "f.py",
+            "line": line,
+            "text": "self.x += 1",
+            "highlight": hot,
+        }
+    ]
+    return {"step": n, "task": f"Task t{n % 2}", "accesses": acc if line else [], "await": None}
+
+
+def test_timeline_lines_fold_quiet_steps_and_count_every_step() -> None:
+    tl = [_step(1, line=3), _step(2), _step(3), _step(4, line=5, hot=True), _step(5)]
+    lines = rp.timeline_lines(tl)
+    assert lines[0].strip() == "1. Task t1"
+    assert "write self.x at f.py:3 `self.x += 1`" in lines[1]
+    assert lines[2].strip() == "steps 2-3: 2 steps without shared accesses"
+    assert lines[3].startswith(">>") and "4. Task t0" in lines[3]
+    assert lines[-1].strip() == "step 5: 1 step without shared accesses"
+
+
+def test_timeline_lines_beyond_the_limit_keep_the_marked_steps() -> None:
+    tl = [_step(n, line=n, hot=n == 50) for n in range(1, 101)]
+    lines = rp.timeline_lines(tl, limit=10)
+    shown = [ln.split(".")[0].split()[-1] for ln in lines if "Task" in ln]
+    assert shown == ["49", "50", "51"]
+    folds = [ln for ln in lines if "not shown (away from the finding's lines)" in ln]
+    assert [f.strip().split(":")[0] for f in folds] == ["steps 1-48", "steps 52-100"]

@@ -104,6 +104,17 @@ def test_bug_found_classified_and_replayed(
         assert f["hazard"] == hazard
         for part in ("local_access", "remote_access", "second_local_access"):
             assert f[part]["file"].endswith(file) and f[part]["line"] > 0, f
+    # the timeline: every step of the schedule, in order; a data race's steps carry the top
+    # finding's lines, highlighted, in two tasks, and the text shows them marked with ">>"
+    steps = rep["timeline"]
+    assert [st["step"] for st in steps] == list(range(1, rep["schedule_steps"] + 1))
+    marked = [st for st in steps if any(a["highlight"] for a in st["accesses"])]
+    if hazard not in ("deadlock", "cancellation"):
+        assert len({st["task"] for st in marked}) == 2, steps
+        first = rep["findings"][0]["local_access"]
+        line = f"{file}:{first['line']} `{first['text']}`"
+        assert any(ln.lstrip().startswith(">>") for ln in r.stdout.splitlines()), r.stdout
+        assert line in r.stdout.split("step by step")[1], r.stdout
     text = diagram.read_text()
     assert text.startswith("sequenceDiagram") and "participant" in text
     # the stages are printed with their timings, in the seed's form

@@ -125,25 +125,18 @@ def _stock_outcome(tmp_path: Path, scenario: str, cap: float | None = None) -> s
     return r.stdout.strip()
 
 
-_NAN_313 = pytest.mark.xfail(
-    sys.version_info >= (3, 13),
-    strict=True,
-    reason="3.13's selector raises ValueError when it must wait for a NaN timeout (its loop "
-    "crashes); the controlled loop keeps 3.11/3.12's rule (a NaN deadline is due at once)",
-)
-
-
 @pytest.mark.parametrize(
     "scenario",
     [
         "sleep_nan",
-        pytest.param("call_later_nan", marks=_NAN_313),
-        pytest.param("wait_for_nan", marks=_NAN_313),
+        "call_later_nan",
+        "wait_for_nan",
     ],
 )
 def test_nan_timers_behave_as_on_the_stock_loop(tmp_path: Path, scenario: str) -> None:
-    """A NaN deadline is due at once on the stock loop (3.13's sleep refuses NaN outright):
-    the controlled loop does the same, and never spins."""
+    """A NaN deadline is due at once on the stock loop of 3.11 and 3.12; 3.13's loop crashes
+    when it must wait for one (its selector cannot take a NaN timeout) and its sleep refuses NaN
+    outright: the controlled loop does what the interpreter's own loop does, and never spins."""
     write(tmp_path, "timers.py", TIMERS)
     stock = _stock_outcome(tmp_path, scenario)
     r = check(tmp_path, "timers.py", scenario, "--time-limit", "5")
@@ -176,20 +169,34 @@ def test_infinite_timer_beside_finite_work(tmp_path: Path) -> None:
 
 
 def test_controlled_loop_nan_and_inf_directly() -> None:
-    """The loop itself: a NaN timer runs at the next iteration without moving the clock; a
-    timer at +inf is never run and the loop reports a deadlock instead of advancing to it."""
+    """The loop itself: a NaN timer runs at the next iteration without moving the clock (3.13:
+    the loop raises the stock loop's ValueError when it would have to wait for it, as its
+    selector does); a timer at +inf is never run and the loop reports a deadlock instead of
+    advancing to it."""
     from chaossloth import DeadlockError
     from chaossloth.loop import ControlledLoop
 
     loop = ControlledLoop()
     try:
         seen: list[str] = []
-        loop.call_later(float("nan"), seen.append, "nan")
-        loop.call_later(1.0, seen.append, "one")
-        loop.call_later(float("inf"), seen.append, "inf")
-        loop.call_later(2.0, loop.stop)
-        loop.run_forever()
-        assert seen == ["nan", "one"]
+        if sys.version_info >= (3, 13):
+            loop.call_later(float("nan"), seen.append, "nan")
+            with pytest.raises(ValueError, match="NaN"):
+                loop.run_forever()
+            # beside a ready callback it is due at once, as in the stock loop
+            loop.call_soon(seen.append, "soon")
+            loop.call_later(1.0, seen.append, "one")
+            loop.call_later(float("inf"), seen.append, "inf")
+            loop.call_later(2.0, loop.stop)
+            loop.run_forever()
+            assert seen == ["soon", "nan", "one"]
+        else:
+            loop.call_later(float("nan"), seen.append, "nan")
+            loop.call_later(1.0, seen.append, "one")
+            loop.call_later(float("inf"), seen.append, "inf")
+            loop.call_later(2.0, loop.stop)
+            loop.run_forever()
+            assert seen == ["nan", "one"]
         assert loop.time() == 2.0
 
         async def forever() -> None:
@@ -522,3 +529,186 @@ def test_every_execution_starts_from_the_initial_state(tmp_path: Path) -> None:
     r = run_cli("check", "stateful.py", "--scenario", "main", "--time-limit", "3", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PASS" in r.stdout
+
+
+# state an execution changes that is not put back: an instance made at import, os.environ
+CARRY_OVER = {
+    "instance": """
+import asyncio
+
+class Counter:
+    def __init__(self):
+        self.runs = 0
+
+COUNTER = Counter()
+
+async def main():
+    async def bump():
+        COUNTER.runs += 1
+        await asyncio.sleep(0)
+    await asyncio.gather(bump(), bump())
+    assert COUNTER.runs < 5, COUNTER.runs
+""",
+    "environ": """
+import asyncio
+import os
+
+async def main():
+    async def bump():
+        n = int(os.environ.get("CS_TEST_RUNS", "0"))
+        await asyncio.sleep(0)
+        os.environ["CS_TEST_RUNS"] = str(n + 1)
+    await asyncio.gather(bump(), bump())
+    assert int(os.environ["CS_TEST_RUNS"]) < 4, os.environ["CS_TEST_RUNS"]
+""",
+}
+
+
+@pytest.mark.parametrize("where", sorted(CARRY_OVER))
+def test_state_carried_over_between_executions_is_an_input_problem(
+    tmp_path: Path, where: str
+) -> None:
+    """The failure such a program shows depends on how many executions ran before it (replay
+    would say it passes): exit 2, naming the object the default order changes."""
+    write(tmp_path, "carry.py", CARRY_OVER[where])
+    r = check(tmp_path, "carry.py", "main", "--max-executions", "50")
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_error_line(r)
+    assert "state carries over from one execution to the next" in line, line
+    assert ("COUNTER.runs (carry.py:" if where == "instance" else "os.environ (carry.py:") in line
+
+
+STAGE7_STATE = """
+import asyncio
+
+RUNS = []
+
+class Counter:
+    def __init__(self):
+        self.value = 0
+
+    async def bump(self):
+        v = self.value
+        await asyncio.sleep(0)
+        self.value = v + 1
+
+async def main():
+    assert not RUNS, f"state left by another execution: {RUNS}"
+    RUNS.append(1)
+    c = Counter()
+    await asyncio.gather(c.bump(), c.bump())
+    assert c.value == 2, c.value
+"""
+
+
+def test_the_original_is_reset_again_after_stage_7_checked_the_patch(tmp_path: Path) -> None:
+    """Stage 7 loads the patched copy and releases it; stage 8's replay of the original then
+    starts from the original's initial state again, so it reproduces the failure."""
+    write(tmp_path, "counter.py", STAGE7_STATE)
+    r = run_cli("fix", "counter.py", "--scenario", "main", "--no-telemetry", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "patch verified (complete)" in r.stdout, r.stdout
+    assert "replay did not reproduce" not in r.stdout, r.stdout
+
+
+UNCOPYABLE = """
+import asyncio
+import threading
+
+# a lock cannot be deep-copied: this list is reset shallowly (which items it holds)
+HELD = [threading.Lock()]
+
+async def main():
+    assert len(HELD) == 1, HELD
+    HELD.append(threading.Lock())
+    await asyncio.sleep(0)
+"""
+
+
+def test_a_container_deepcopy_refuses_is_reset_shallowly_and_said(tmp_path: Path) -> None:
+    write(tmp_path, "held.py", UNCOPYABLE)
+    r = check(tmp_path, "held.py", "main", "--max-executions", "20")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "reset only shallowly between executions" in r.stdout, r.stdout
+    assert "held.HELD (TypeError: cannot pickle '_thread.lock' object)" in r.stdout, r.stdout
+
+
+FINALIZERS = """
+import asyncio
+import gc
+
+
+class Resource:
+    def __init__(self, loop, done):
+        self.me = self  # a reference cycle: only the cycle collector frees it
+        self.loop = loop
+        self.done = done
+
+    def __del__(self):
+        self.loop.call_soon(self.done.set_result, "closed")
+
+
+class Slotted:
+    __slots__ = ("me", "loop", "done")  # no __weakref__: the hooks cannot hold it weakly
+
+    def __init__(self, loop, done):
+        self.me = self
+        self.loop = loop
+        self.done = done
+
+    def __del__(self):
+        self.loop.call_soon(self.done.set_result, "closed")
+
+
+async def explicit():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    Resource(loop, done)
+    gc.collect()
+    assert await asyncio.wait_for(done, 1) == "closed"
+
+
+async def by_allocations():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    Resource(loop, done)
+    for _ in range(50):
+        junk = [[i] for i in range(2000)]  # allocations start the collector
+        del junk
+        await asyncio.sleep(0)
+    assert await asyncio.wait_for(done, 1) == "closed"
+
+
+async def slotted_across_steps():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    r = Slotted(loop, done)
+    await asyncio.sleep(0)
+    assert r.me is r
+    del r
+    await asyncio.sleep(0)
+    gc.collect()
+    assert await asyncio.wait_for(done, 1) == "closed"
+"""
+
+
+@pytest.mark.parametrize("scenario", ["explicit", "by_allocations", "slotted_across_steps"])
+def test_cyclic_garbage_is_finalized_during_the_run_as_on_the_stock_loop(
+    tmp_path: Path, scenario: str
+) -> None:
+    """A finalizer of cyclic garbage that schedules a callback runs while the loop runs, as
+    under asyncio.run: the callback it schedules is a step of the execution, never a failure
+    after the loop closed."""
+    write(tmp_path, "fin.py", FINALIZERS)
+    stock = subprocess.run(
+        [sys.executable, "-c", f"import asyncio, fin; asyncio.run(fin.{scenario}()); print('ok')"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=WALL,
+        check=False,
+    )
+    assert stock.stdout.strip() == "ok", stock.stderr
+    r = check(tmp_path, "fin.py", scenario, "--max-executions", "50")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout and "Exception ignored" not in r.stderr, r.stdout + r.stderr

@@ -22,10 +22,12 @@ from typing import Any
 
 import pytest
 
-WALL = 300
-MEMORY = 1536 * 1024 * 1024
-SEED = 20261201
-MUTATIONS = 200
+#: the suite's sample; a long run (issue 13's ten minutes): CHAOSSLOTH_FUZZ_MUTATIONS=6000
+#: CHAOSSLOTH_FUZZ_SEED=<another> CHAOSSLOTH_FUZZ_MEMORY_MB=1024 pytest -k schedule_fuzzer
+MUTATIONS = int(os.environ.get("CHAOSSLOTH_FUZZ_MUTATIONS", "200"))
+SEED = int(os.environ.get("CHAOSSLOTH_FUZZ_SEED", "20261201"))
+MEMORY = int(os.environ.get("CHAOSSLOTH_FUZZ_MEMORY_MB", "1536")) * 1024 * 1024
+WALL = max(300, MUTATIONS // 2)
 #: how many of them also run as one `python -m chaossloth replay` process each
 SAMPLE = 16
 

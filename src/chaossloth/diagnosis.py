@@ -479,6 +479,100 @@ def diagram_steps(detailed: Detailed, raw_objects: set[int] | None = None) -> li
     return out
 
 
+def preexisting_writes(trace: Sequence[Any], limit: int = 5) -> list[str]:
+    """The resources an execution writes (from the user's lines) whose objects it did not
+    create, as ``name (file:line)``: what it changes of the state it started from."""
+    created = set()
+    for ev in trace:
+        for obj, _key, _kind, site_id in ev.accesses:
+            s = _site(site_id)
+            if s is not None and s.kind == "new":
+                created.add(obj)
+    out: list[str] = []
+    for ev in trace:
+        for obj, _key, kind, site_id in ev.accesses:
+            s = _site(site_id)
+            if kind == READ or obj in created or s is None or s.kind in _TIMELINE_SKIP_KINDS:
+                continue
+            if not _is_user_file(s.filename):
+                continue
+            name = f"{s.name or s.text} ({rp.relative_path(s.filename)}:{s.line})"
+            if name not in out:
+                out.append(name)
+            if len(out) == limit:
+                return out
+    return out
+
+
+#: site kinds a timeline leaves out: allocations and method lookups say nothing about the
+#: state two tasks share
+_TIMELINE_SKIP_KINDS = ("new", "method")
+
+
+def timeline(
+    detailed: Detailed, findings: Sequence[rp.Finding], causes: Sequence[Cause] = ()
+) -> list[dict[str, Any]]:
+    """The failing schedule step by step, JSON-ready (the report's ``timeline``): each step's
+    task, its accesses that matter, and the await of the user's code where the task suspended.
+    The accesses that matter are the user's lines touching the resources of the causes (else,
+    as the diagram: the objects of the engine's findings, or those one task writes and another
+    touches, and the locks); an access is highlighted when its line is one the top finding
+    names."""
+    r = detailed.result
+    trace = r.trace or []
+    names = {s.actor: s.name for s in r.steps}
+    sites = r.await_sites or []
+    # the causes' resources (object and key) when there are causes; else whole objects
+    cause_keys = {(a.obj, a.key) for c in causes for a in (c.before, c.after)}
+    deadlock = r.failure is not None and r.failure.kind == "deadlock"
+    shared = _relevant_objects(trace, deadlock, set() if cause_keys else finding_objects(detailed))
+    marked: set[tuple[str, int]] = set()
+    if findings:
+        top = findings[0]
+        named = [top.local, top.remote, top.second, *(s for _role, s in top.lines)]
+        marked = {(s.file, s.line) for s in named if s is not None}
+    steps: list[dict[str, Any]] = []
+    for i, ev in enumerate(trace):
+        accesses: list[dict[str, Any]] = []
+        seen: set[tuple[str, str, str, int]] = set()
+        for obj, key, kind, site_id in ev.accesses:
+            s = _site(site_id)
+            if s is None or s.kind in _TIMELINE_SKIP_KINDS:
+                continue
+            if (obj, key) not in cause_keys if cause_keys else obj not in shared:
+                continue
+            if not _is_user_file(s.filename):
+                continue
+            resource = s.name or s.text
+            what = _sync_op(site_id, kind) or ("read" if kind == READ else "write")
+            k = (resource, what, s.filename, s.line)
+            if k in seen:
+                continue
+            seen.add(k)
+            accesses.append(
+                {
+                    "resource": resource,
+                    "kind": what,
+                    "file": s.filename,
+                    "line": s.line,
+                    "text": _line_text(s.filename, s.line) or s.text,
+                    "highlight": (s.filename, s.line) in marked,
+                }
+            )
+        aw = _user_await(sites, i)
+        name = names.get(ev.actor, f"actor {ev.actor}")
+        steps.append(
+            {
+                "step": i + 1,
+                "task": name,
+                "is_task": name.startswith("Task"),
+                "accesses": accesses,
+                "await": aw.to_json() if aw is not None else None,
+            }
+        )
+    return steps
+
+
 @dataclass
 class Detailed:
     """A failing execution with its trace (``result``, from ``runner.run_once(detailed=True)``

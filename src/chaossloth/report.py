@@ -480,6 +480,57 @@ def database_line(db: dict[str, Any] | None) -> str | None:
 # ------------------------------------------------------------------ instrumentation scope
 
 
+def timeline_lines(timeline: Sequence[dict[str, Any]], limit: int = 40) -> list[str]:
+    """The failing schedule as text, one line per step that touches shared state or suspends
+    at an await of the user's code (``>>`` marks the steps with the top finding's lines); runs of
+    other steps (asyncio's callbacks, steps of unshared state) are folded into one line.  Beyond
+    `limit` lines only the marked steps and their neighbours are kept; the fold says how many
+    steps it hides, so the numbering always adds up to the schedule's length."""
+    shown = [i for i, st in enumerate(timeline) if st["accesses"] or st["await"]]
+    if len(shown) > limit:
+        marked = {i for i in shown if any(a["highlight"] for a in timeline[i]["accesses"])}
+        pos = {i: k for k, i in enumerate(shown)}
+        keep = {shown[k] for i in marked for k in (pos[i] - 1, pos[i], pos[i] + 1) if 0 <= k}
+        keep = {i for i in keep if i in pos} or set(shown[:limit])
+        shown = sorted(keep)[:limit]
+    out: list[str] = []
+    last = 0  # steps before index `last` are printed or folded
+    for i in shown:
+        if i > last:
+            out.append(_fold(timeline, last, i))
+        out.extend(_step_line(timeline[i]).split("\n"))
+        last = i + 1
+    if last < len(timeline):
+        out.append(_fold(timeline, last, len(timeline)))
+    return out
+
+
+def _fold(timeline: Sequence[dict[str, Any]], start: int, end: int) -> str:
+    n = end - start
+    which = f"step {start + 1}" if n == 1 else f"steps {start + 1}-{end}"
+    quiet = not any(st["accesses"] or st["await"] for st in timeline[start:end])
+    why = "without shared accesses" if quiet else "not shown (away from the finding's lines)"
+    return f"   {which}: {n} step{'s' if n > 1 else ''} {why}"
+
+
+def _step_line(st: dict[str, Any]) -> str:
+    """A step: its number and task, then one indented line per source line it touched (the
+    kinds of access on it: ``read``, ``write``, ``read+write``, ``acquire``) and its await."""
+    by_line: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for a in st["accesses"]:
+        by_line.setdefault((a["file"], a["line"]), []).append(a)
+    mark = ">>" if any(a["highlight"] for a in st["accesses"]) else "  "
+    out = [f"{mark} {st['step']:>3}. {st['task']}"]
+    for (file, line), accs in by_line.items():
+        kinds = "+".join(dict.fromkeys(a["kind"] for a in accs))
+        what = ", ".join(dict.fromkeys(a["resource"] for a in accs))
+        out.append(f"         {kinds} {what} at {relative_path(file)}:{line} `{accs[0]['text']}`")
+    aw = st["await"]
+    if aw is not None:
+        out.append(f"         awaits at {relative_path(aw['file'])}:{aw['line']} `{aw['text']}`")
+    return "\n".join(out)
+
+
 def instrumented_line(modules: Sequence[str]) -> str:
     """The report's line naming the modules that ran instrumented."""
     if not modules:

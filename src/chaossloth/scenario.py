@@ -124,6 +124,7 @@ def load_instrumented(
         return module, activation
     except BaseException as exc:  # noqa: BLE001 - re-raised as the user is told it
         activation.restore()
+        importer.end_program()
         raise _load_error(exc, p) from None
 
 
@@ -203,12 +204,15 @@ class Program:
     instrument: tuple[str, ...] = ()
     #: the instrumented scope of the run; `release` ends it
     imports: Activation | None = field(default=None, repr=False)
+    released: bool = field(default=False, repr=False)
 
     def release(self) -> None:
         """Ends the run's instrumentation scope: the modules imported before the program was
         loaded are back in ``sys.modules`` (the pytest plugin, after each test)."""
-        if self.imports is not None:
+        if self.imports is not None and not self.released:
+            self.released = True
             self.imports.restore()
+            importer.end_program()
 
     def instrumented_modules(self) -> list[str]:
         """The names of the modules this program runs instrumented (so far: a module the
@@ -304,6 +308,7 @@ def load_scenario(
         chosen = find_scenario(module, p, name)
     except BaseException:
         imports.restore()
+        importer.end_program()
         raise
     fn = vars(module)[chosen]
     return Program(
@@ -418,6 +423,7 @@ def load_workload(
         program = _workload(p, module, cls, method, tasks, args, init_args)
     except BaseException:
         imports.restore()
+        importer.end_program()
         raise
     program.instrument, program.imports = tuple(instrument), imports
     return program

@@ -613,27 +613,46 @@ def load_file(
 _CONTAINERS = (list, dict, set, bytearray)
 
 
-def _copy_contents(value: Any) -> Any:
-    """A deep copy of a container's contents, or _UNCOPYABLE."""
+@dataclass(frozen=True)
+class _Shallow:
+    """The contents of a container that deepcopy cannot copy (it holds a lock, a socket, a
+    generator...): a shallow copy, so the reset puts back which items it holds, not their
+    own state.  Said once per run (shallow_resets)."""
+
+    items: Any
+    reason: str
+
+
+def _copy_contents(value: Any, name: str = "") -> Any:
+    """A deep copy of a container's contents; when deepcopy fails, a _Shallow copy (recorded
+    in shallow_resets under `name`)."""
     try:
         return copy.deepcopy(value)
-    except Exception:  # noqa: BLE001 - an object deepcopy cannot copy: not reset, and said
-        return _UNCOPYABLE
+    except Exception as exc:  # noqa: BLE001 - any object may refuse a deep copy
+        reason = f"{type(exc).__name__}: {exc}"
+        if name:
+            shallow_resets.setdefault(name, reason)
+        return _Shallow(copy.copy(value), reason)
 
 
 _UNCOPYABLE = object()
+#: module.name -> why its container is reset shallowly (deepcopy's error), for the report
+shallow_resets: dict[str, str] = {}
 
 
 def _put_back(value: Any, saved: Any) -> None:
-    """Puts a container's saved contents back in place (a fresh deep copy of them), so that
-    every reference to it (another module's ``from m import RUNS``, a default argument) sees
-    the reset."""
+    """Puts a container's saved contents back in place (a fresh deep copy of them, or of its
+    items for a _Shallow copy), so that every reference to it (another module's ``from m import
+    RUNS``, a default argument) sees the reset."""
+    shallow = isinstance(saved, _Shallow)
+    if shallow:
+        saved = saved.items
     try:
         if value == saved:
             return
     except Exception:  # noqa: BLE001, S110 - a comparison that fails: reset anyway
         pass
-    fresh = copy.deepcopy(saved)
+    fresh = copy.copy(saved) if shallow else copy.deepcopy(saved)
     if isinstance(value, list | bytearray):
         value[:] = fresh
     else:
@@ -650,13 +669,13 @@ class _Namespace:
     contents: dict[str, Any]
 
     @classmethod
-    def of(cls, ns: dict[str, Any] | Any) -> _Namespace:
+    def of(cls, ns: dict[str, Any] | Any, where: str = "") -> _Namespace:
         items = dict(ns)
         contents = {}
         for k, v in items.items():
             # dunder names are the interpreter's (__builtins__ is the builtins' own dict)
             if type(v) in _CONTAINERS and not (k.startswith("__") and k.endswith("__")):
-                contents[k] = _copy_contents(v)
+                contents[k] = _copy_contents(v, f"{where}.{k}" if where else k)
         return cls(items, contents)
 
     def restore(self, ns: dict[str, Any], setter: Any = None, deleter: Any = None) -> None:
@@ -684,32 +703,52 @@ class _ModuleState:
     classes: list[tuple[type, _Namespace]]
 
 
-#: id(module) -> its initial state, for every instrumented module loaded (weakly held)
+#: id(module) -> its initial state, for every instrumented module of the program loaded last
+#: (weakly held)
 _initial: dict[int, _ModuleState] = {}
+#: the tables of the programs loaded before it and not released yet, innermost last: stage 7
+#: loads the patched copy while the original is loaded, and releases it before stage 8 replays
+#: the original
+_outer: list[dict[int, _ModuleState]] = []
 
 
 def begin_program() -> None:
-    """A new program is being loaded (scenario.load_instrumented): reset_modules forgets the
-    modules of the programs loaded before, so that an execution resets the modules of the
-    program loaded last (and its cost does not grow with the programs a session loads and
-    never releases).  Known limit: after stage 7 loads the patched copy, the original's
-    modules are no longer reset (stage 8's replay of the original starts from its state)."""
-    _initial.clear()
+    """A new program is being loaded (scenario.load_instrumented): from now on reset_modules
+    resets its modules only (an execution runs one program), until end_program."""
+    global _initial
+    _outer.append(_initial)
+    _initial = {}
+    shallow_resets.clear()
+
+
+def end_program() -> None:
+    """The program loaded last is released (or did not load): reset_modules resets the modules
+    of the program loaded before it again."""
+    global _initial
+    _initial = _outer.pop() if _outer else {}
 
 
 def record_initial_state(module: ModuleType) -> None:
     """Records the module's state as its top-level code left it: what reset_modules restores
     before every execution."""
     ns = vars(module)
+    name = module.__name__
     classes = [
-        (v, _Namespace.of({k: a for k, a in vars(v).items() if not k.startswith("__")}))
+        (
+            v,
+            _Namespace.of(
+                {k: a for k, a in vars(v).items() if not k.startswith("__")},
+                f"{name}.{v.__qualname__}",
+            ),
+        )
         for v in list(ns.values())
-        if isinstance(v, type) and v.__module__ == module.__name__
+        if isinstance(v, type) and v.__module__ == name
     ]
     key = id(module)
-    _initial[key] = _ModuleState(
-        weakref.ref(module, lambda _, key=key: _initial.pop(key, None)),
-        _Namespace.of(ns),
+    table = _initial
+    table[key] = _ModuleState(
+        weakref.ref(module, lambda _, key=key, table=table: table.pop(key, None)),
+        _Namespace.of(ns, name),
         classes,
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaossloth import report as rp
+from chaossloth.capture import importer
 from chaossloth.errors import InputError
 from chaossloth.stages.context import Context, input_problem_of, run_once
 
@@ -48,6 +49,14 @@ class Capture:
         )
         ctx.result.instrumented = ctx.program.instrumented_modules()
         pr.say(rp.instrumented_line(ctx.result.instrumented))
+        shallow = sorted(importer.shallow_resets.items())
+        if shallow:
+            pr.say(
+                "reset only shallowly between executions (deepcopy cannot copy them: the items "
+                "they hold keep their own state): "
+                + ", ".join(f"{name} ({why})" for name, why in shallow[:5])
+                + (f" and {len(shallow) - 5} more" if len(shallow) > 5 else "")
+            )
 
 
 def _nondeterministic_message(a: Any, b: Any) -> str:

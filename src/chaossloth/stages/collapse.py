@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaossloth import database, runner, schedule
+from chaossloth import database, diagnosis, runner, schedule
 from chaossloth import report as rp
 from chaossloth.errors import InputError, NondeterminismError
 from chaossloth.runner import ExecutionResult, ExplorationResult, ScheduleLog, SentinelResult
-from chaossloth.stages.context import IO_TYPES, Context, input_problem_of
+from chaossloth.stages.context import IO_TYPES, Context, input_problem_of, one_line, run_once
 
 
 class Collapse:
@@ -109,6 +109,7 @@ def explore(ctx: Context) -> ExecutionResult | None:
         )
     except NondeterminismError as exc:
         raise InputError(f"the workload is nondeterministic: {exc}") from None
+    _check_state_is_reset(ctx)
     res.executions = ex.executions
     res.failing_executions = ex.failing_executions
     res.distinct_traces = ex.distinct_traces
@@ -185,6 +186,45 @@ def _save(ctx: Context, failing: ExecutionResult) -> None:
         )
     else:
         ctx.printer.say(f"failure database: {db.notes[-1]}")
+
+
+def _check_state_is_reset(ctx: Context) -> None:
+    """Runs the default order once more after the exploration: it must end as stage 1's first
+    run did (the same steps, passing or failing the same way).  When it does not, something an
+    execution changes is not put back before the next one (state outside the instrumented
+    modules, or an object made at import: README, "Every execution starts from the same
+    state"), so the exploration's executions did not start from the same state: an input
+    problem, named with the objects the default order writes that existed before it started."""
+    first = ctx.default_run
+    if first is None or ctx.state_reset_checked or runner.user_interrupted():
+        return
+    ctx.state_reset_checked = True
+    again = run_once(ctx, detailed=True)
+    if _outcome(again) == _outcome(first):
+        return
+    objects = diagnosis.preexisting_writes(again.trace or [])
+    named = (
+        f"; the objects the default order writes that exist before it starts: {', '.join(objects)}"
+        if objects
+        else ""
+    )
+    raise InputError(
+        "the workload's state carries over from one execution to the next: the default order "
+        f"{_said(first)} in the first execution and {_said(again)} after the exploration. "
+        "Something an execution changes is not put back before the next one (state outside "
+        "the instrumented modules, or an object made at import: only module globals, their "
+        f"plain containers and class attributes are reset){named}"
+    )
+
+
+def _outcome(r: ExecutionResult) -> tuple[Any, ...]:
+    f = r.failure
+    return (tuple(s.name for s in r.steps), f.kind if f else None, f.type_name if f else None)
+
+
+def _said(r: ExecutionResult) -> str:
+    f = r.failure
+    return "passes" if f is None else f"fails ({f.type_name}: {one_line(f.message)[:120]})"
 
 
 #: the strategies after which the sentinel runs (the ones that prune with dependencies)

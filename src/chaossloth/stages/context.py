@@ -86,6 +86,8 @@ class Result:
     stock_loop_failure: dict[str, Any] | None = None
     #: a dependency capture missed: found by the sentinel or the stock loop (JSON-ready)
     capture_gap: dict[str, Any] | None = None
+    #: stage 5: the failing schedule step by step (diagnosis.timeline), None when passing
+    timeline: list[dict[str, Any]] | None = None
     #: stages 6-7: the repair's JSON (Repair.to_json), or None when they did not run
     repair: dict[str, Any] | None = None
     #: stages 6-7: the repair itself, with its patch (chaossloth fix, the Python API)
@@ -131,6 +133,7 @@ class Result:
             "natural_failure_rate": tel["natural_failure_rate"],
             "collision_window": tel["collision_window"],
             "findings": [f.to_json() for f in self.findings],
+            "timeline": self.timeline,
             "reversals": self.reversals,
             "deviations": self.deviations,
             "schedule_steps": self.schedule_steps,
@@ -169,6 +172,8 @@ class Context:
     progress: Callable[[runner.Progress], None] | None = None
     #: stage 1: the first default-order execution, with its trace
     default_run: ExecutionResult | None = None
+    #: stage 3: the default order ran again after the first exploration and ended as stage 1's
+    state_reset_checked: bool = False
     #: stage 2: counts of events, actors, accesses, resources, dependent pairs
     alphabet: dict[str, int] = field(default_factory=dict)
     #: stage 3 (stage 4 when it re-runs stage 3): the minimal failing execution, or None

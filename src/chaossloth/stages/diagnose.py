@@ -54,6 +54,10 @@ class Diagnose:
                 pr.say(f"  {more.strip()}")
         for fd in res.findings[:3]:
             pr.say(fd.text)
+        res.timeline = diagnosis.timeline(detailed, res.findings, found)
+        pr.say(f"the failing schedule, step by step ({len(res.timeline)} steps):")
+        for line in rp.timeline_lines(res.timeline):
+            pr.say(line)
         if done.stopped is not None:
             pr.say(
                 f"reversal test: {done.tried} of {done.races} races reversed"
