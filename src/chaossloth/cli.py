@@ -178,6 +178,13 @@ def _add_check_options(p: argparse.ArgumentParser) -> None:
             if f.default is not None:
                 kw["help"] += f" (default {f.default})"
         groups[f.metadata["group"]].add_argument(*flags, **kw)
+    groups["output"].add_argument(
+        "--no-database",
+        dest="database",
+        action="store_const",
+        const="",
+        help="no failure database: replay no saved schedule first, save none (= --database '')",
+    )
 
 
 def _check_parser(prog: str, full: bool) -> argparse.ArgumentParser:

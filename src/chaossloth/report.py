@@ -461,6 +461,22 @@ def mermaid(steps: list[DiagramStep], *, title: str = "", highlight: Finding | N
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------------------------ failure database
+
+
+def database_line(db: dict[str, Any] | None) -> str | None:
+    """Stage 3's line on the failure database's saved schedules (``Result.database``): how many
+    were replayed first, failed again, were dropped; None when there was nothing to replay."""
+    if db is None or not (db["replayed"] or db["dropped"]):
+        return None
+    parts = [f"replayed {db['replayed']} saved schedule(s) first"]
+    if db["reproduced"]:
+        parts.append(f"{db['reproduced']} failed again")
+    if db["dropped"]:
+        parts.append(f"dropped {len(db['dropped'])}")
+    return f"failure database {db['dir']}: " + ", ".join(parts)
+
+
 # ------------------------------------------------------------------ instrumentation scope
 
 

@@ -86,6 +86,7 @@ class ASTConcurrencyPatcher:
                 time_limit=time_limit,
                 quiet=True,
                 schedule_out=f"{tmp}/failing.schedule.json",
+                database="",  # the API writes nothing outside its temporary directory
             )
             program = scenario.load(path, cfg)
             try:

@@ -8,14 +8,22 @@ share of its cost (``Config.sentinel``, :func:`runner.sentinel_budget`) goes to 
 schedules, which ignore the captured dependencies.  A failure there is reported as the bug it is
 (diagnosis, schedule file and replay follow from ``ctx.failing``), ``complete`` turns False with
 a reason, and the step pair capture missed (:func:`runner.find_capture_gap`) is named with its
-tasks and source lines (``sentinel.capture_gap`` and ``capture_gap`` in the JSON)."""
+tasks and source lines (``sentinel.capture_gap`` and ``capture_gap`` in the JSON).
+
+The failure database (:mod:`chaossloth.database`, ``Config.database``): before exploring, the
+program's saved failing schedules are replayed, newest first.  The first that fails again is the
+failure at once (counted as the run's executions; the exploration is skipped unless
+``stop_on_failure`` is off); those that pass now or no longer fit are dropped, each with a line
+saying why.  A failure the exploration (or stage 4's re-run of it) finds is saved."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
-from chaossloth import diagnosis, runner
+from chaossloth import database, diagnosis, runner, schedule
+from chaossloth import report as rp
 from chaossloth.errors import InputError, NondeterminismError
 from chaossloth.runner import ExecutionResult, ExplorationResult, ScheduleLog, SentinelResult
 from chaossloth.stages.context import IO_TYPES, Context, input_problem_of, one_line, run_once
@@ -30,7 +38,58 @@ class Collapse:
         return None
 
     def run(self, ctx: Context) -> None:
+        ctx.database = database.open_for(ctx.config.database, ctx.program.path, ctx.result.program)
+        again = _replay_saved(ctx, ctx.database) if ctx.database is not None else None
+        if again is not None and ctx.config.stop_on_failure:
+            ctx.failing = again
+            return
         ctx.failing = explore(ctx)
+        if ctx.failing is None and again is not None:
+            # --no-stop-on-failure: the exploration ran within its budget and missed the
+            # saved failure, which stands
+            ctx.failing = again
+            record_failure(ctx, again)
+
+
+def _replay_saved(ctx: Context, db: database.Database) -> ExecutionResult | None:
+    """Replays the database's schedules of the program first; says what it did; returns the
+    detailed execution of the first that fails again, or None.  With stop_on_failure (the
+    default) that execution is the stage's result: the replays are the run's executions."""
+    cfg, res, pr = ctx.config, ctx.result, ctx.printer
+    t0 = time.monotonic()
+    found = db.replay_first(ctx.program.factory, oracle=ctx.oracle, max_steps=cfg.max_steps)
+    res.database = db.to_json()
+    line = rp.database_line(res.database)
+    if line is not None:
+        pr.say(line)
+    for d in db.dropped:
+        pr.say(f"  dropped {d['file']}: {d['reason']}")
+    for note in db.notes:
+        pr.say(f"failure database: {note}")
+    if found is None:
+        return None
+    failing = found.result
+    if failing.failure is not None and failing.failure.type_name in IO_TYPES:
+        raise InputError(input_problem_of(failing.failure, cfg.max_steps) or "I/O")
+    if found.sched.timers != cfg.timers:
+        # the schedule replays under the timer mode it was found with: the verdict's too
+        ctx.config = cfg.replace(timers=found.sched.timers)
+        res.timers = found.sched.timers
+    if cfg.stop_on_failure:
+        res.executions = res.distinct_traces = db.replayed
+        res.failing_executions = 1
+        res.complete = False
+        res.incomplete_reason = (
+            "stopped at the first failure: a schedule saved in the failure database failed "
+            "again, the exploration did not run"
+        )
+        res.explore_seconds = time.monotonic() - t0
+        pr.say(
+            f"{db.replayed} execution(s) (saved schedules replayed), 1 failing; stopped at the "
+            "first failure: the exploration did not run"
+        )
+        record_failure(ctx, failing)
+    return failing
 
 
 def explore(ctx: Context) -> ExecutionResult | None:
@@ -80,26 +139,53 @@ def explore(ctx: Context) -> ExecutionResult | None:
     if failing is not None and failing.failure and failing.failure.type_name in IO_TYPES:
         raise InputError(input_problem_of(failing.failure, cfg.max_steps) or "I/O")
     if failing is not None:
-        res.verdict = "fail"
-        res.deviations = failing.deviations
-        res.schedule_steps = len(failing.steps)
-        f = failing.failure
-        res.failure = (
-            {
-                "kind": f.kind,
-                "type": f.type_name,
-                "message": f.message,
-                "task": f.task,
-                "traceback": f.traceback,
-            }
-            if f is not None
-            else None
-        )
-        pr.say(
-            f"minimal failing schedule: {len(failing.steps)} steps, "
-            f"{failing.deviations} deviation(s) from the default order"
-        )
+        record_failure(ctx, failing)
+        _save(ctx, failing)
     return failing
+
+
+def record_failure(ctx: Context, failing: ExecutionResult) -> None:
+    """The result's verdict, failure and schedule size from the failing execution."""
+    res, pr = ctx.result, ctx.printer
+    res.verdict = "fail"
+    res.deviations = failing.deviations
+    res.schedule_steps = len(failing.steps)
+    f = failing.failure
+    res.failure = (
+        {
+            "kind": f.kind,
+            "type": f.type_name,
+            "message": f.message,
+            "task": f.task,
+            "traceback": f.traceback,
+        }
+        if f is not None
+        else None
+    )
+    pr.say(
+        f"minimal failing schedule: {len(failing.steps)} steps, "
+        f"{failing.deviations} deviation(s) from the default order"
+    )
+
+
+def _save(ctx: Context, failing: ExecutionResult) -> None:
+    """Saves the failing schedule in the program's database (when the context has one)."""
+    db = ctx.database
+    if db is None:
+        return
+    cfg = ctx.config
+    sched = schedule.from_execution(
+        failing, ctx.result.program, timers=cfg.timers, max_steps=cfg.max_steps
+    )
+    saved = db.save(sched)
+    ctx.result.database = db.to_json()
+    if saved is not None:
+        ctx.printer.say(
+            f"failure database: saved as {saved} (replayed first on the next run; at most "
+            f"{database.MAX_PER_PROGRAM} per program)"
+        )
+    else:
+        ctx.printer.say(f"failure database: {db.notes[-1]}")
 
 
 def _check_state_is_reset(ctx: Context) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from chaossloth import report as rp
 from chaossloth import runner
 from chaossloth.config import Config
+from chaossloth.database import Database
 from chaossloth.diagnosis import Detailed
 from chaossloth.errors import InputError, NondeterminismError
 from chaossloth.reasoning.repair import Repair
@@ -91,6 +92,9 @@ class Result:
     repair: dict[str, Any] | None = None
     #: stages 6-7: the repair itself, with its patch (chaossloth fix, the Python API)
     repair_obj: Repair | None = field(default=None, repr=False, compare=False)
+    #: stage 3: the failure database (Database.to_json: dir, replayed, reproduced, dropped
+    #: [{file, reason}], saved, notes), or None when it is off (Config.database '' or None)
+    database: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -144,6 +148,7 @@ class Result:
         d["stock_loop_failure"] = self.stock_loop_failure
         d["capture_gap"] = self.capture_gap
         d["repair"] = self.repair
+        d["database"] = self.database
         if self.not_implemented:
             d["not_implemented"] = self.not_implemented
         d.update(rp.instrumentation_json(self.instrumented, self.uninstrumented))
@@ -173,6 +178,9 @@ class Context:
     alphabet: dict[str, int] = field(default_factory=dict)
     #: stage 3 (stage 4 when it re-runs stage 3): the minimal failing execution, or None
     failing: ExecutionResult | None = None
+    #: stage 3: the program's failure database (None: off, or a context that must not save,
+    #: such as stage 7's exploration of the patched program); stage 3 and its re-run save to it
+    database: Database | None = None
     #: stage 5: the failing execution with its trace and explorer
     detailed: Detailed | None = None
     #: stage 6: the synthesis input (the diagnosed patterns in the program's file)
