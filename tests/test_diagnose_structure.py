@@ -59,7 +59,7 @@ def _check(tmp_path: Path, src: str) -> pipeline.Result:
     p = tmp_path / "prog.py"
     p.write_text(textwrap.dedent(src))
     program = scenario.load(str(p), Config(scenario="main"))
-    opts = Config(telemetry=False, schedule_out=str(tmp_path / "s.json"))
+    opts = Config(telemetry=False, schedule_out=str(tmp_path / "s.json"), database="")
     return pipeline.run(program, opts, None)
 
 
