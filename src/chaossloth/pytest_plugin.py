@@ -146,7 +146,9 @@ _FLAG_WORDS = {
     if (flag := cfg.flag_of(name)) is not None
 }
 _FLAG_RE = re.compile(
-    "|".join(re.escape(f) for f in sorted(_FLAG_WORDS, key=len, reverse=True)) + r"(?![\w-])"
+    "(?:"
+    + "|".join(re.escape(f) for f in sorted(_FLAG_WORDS, key=len, reverse=True))
+    + r")(?![\w-])"
 )
 
 
@@ -395,6 +397,30 @@ class _FixturePlan:
                 raise InputError(
                     f"{m.source}: fixture {m.name!r} not found in the instrumented copy of its file"
                 )
+        for name, value in list(self.shared.items()):
+            self.shared[name] = _counterpart(value, modules)
+
+
+def _counterpart(value: Any, modules: Mapping[Path, ModuleType]) -> Any:
+    """A shared immutable value as the instrumented program sees it: an Enum member of a
+    module that runs instrumented is the same member of the instrumented copy of its class
+    (``is`` and ``==`` compare members by identity); tuples and frozensets element by element."""
+    if isinstance(value, enum.Enum):
+        cls = type(value)
+        try:
+            src = Path(inspect.getfile(cls)).resolve()
+        except (TypeError, OSError):
+            return value
+        module = modules.get(src) or sys.modules.get(cls.__module__)
+        other: Any = module
+        for part in cls.__qualname__.split("."):
+            other = getattr(other, part, None)
+        if isinstance(other, type) and issubclass(other, enum.Enum) and other is not cls:
+            return other.__members__.get(value.name, value)
+        return value
+    if type(value) in (tuple, frozenset):
+        return type(value)(_counterpart(v, modules) for v in value)
+    return value
 
 
 def _where(raw: Any) -> str:
