@@ -733,8 +733,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     tr.section("chaossloth")
     for r in records:
         if r.failed:
-            state = "" if r.complete else f" (budget {r.budget})"
-            line = f"FAILED ({r.failed}) after {r.executions} execution(s){state}"
+            line = f"FAILED ({r.failed}) after {r.executions} execution(s)"
         else:
             state = "complete" if r.complete else f"incomplete (budget {r.budget})"
             line = f"passed, {r.executions} executions, {state}"
