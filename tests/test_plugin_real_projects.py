@@ -155,6 +155,12 @@ async def service():
 
 
 @pytest.fixture
+def service_cache(service):
+    # a synchronous fixture taking an async one: re-created with it in every execution
+    return service.cache
+
+
+@pytest.fixture
 async def checked_service():
     s = Service()
     yield s
@@ -172,7 +178,8 @@ async def test_fresh_object(locked_service, key, settings):
 
 
 @pytest.mark.chaossloth(max_executions=200)
-async def test_async_fixture_races(service, key):
+async def test_async_fixture_races(service, key, service_cache):
+    assert service_cache is service.cache
     await asyncio.gather(service.handle(key), service.handle(key))
     assert service.cache.loads == 1, f"loaded {service.cache.loads} times"
 

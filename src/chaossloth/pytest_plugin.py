@@ -77,6 +77,8 @@ INI_INSTRUMENT = "chaossloth_instrument"
 TIMELINE_LIMIT = 40
 
 _RECORDS = pytest.StashKey[list["Explored"]]()
+#: how deep a chain of ``__wrapped__`` is followed (a cycle must not loop forever)
+_WRAP_DEPTH = 20
 
 
 class ChaosSlothIncompleteWarning(pytest.PytestWarning):
@@ -90,7 +92,7 @@ class Explored:
     nodeid: str
     executions: int
     complete: bool
-    #: None: passed; else why the test failed ("check-then-act", "require_complete=True")
+    #: None: passed; else why the test failed (the hazard, or "incomplete, require_complete=True")
     failed: str | None
     budget: str
     replayed: int
@@ -234,7 +236,7 @@ def is_immutable(value: Any) -> bool:
 def _is_async(fn: Any) -> bool:
     """The function, or one it wraps (pytest-asyncio's synchronizers), is async."""
     seen = 0
-    while fn is not None and seen < 20:
+    while fn is not None and seen < _WRAP_DEPTH:
         if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
             return True
         fn, seen = getattr(fn, "__wrapped__", None), seen + 1
@@ -247,7 +249,7 @@ def _raw_function(obj: Any) -> Any:
     if callable(get):
         obj = get()
     seen = 0
-    while not inspect.isfunction(obj) and hasattr(obj, "__wrapped__") and seen < 20:
+    while not inspect.isfunction(obj) and hasattr(obj, "__wrapped__") and seen < _WRAP_DEPTH:
         obj, seen = obj.__wrapped__, seen + 1
     return obj if inspect.isfunction(obj) else None
 
@@ -256,7 +258,7 @@ def _original_test(fn: Any) -> Any:
     """The test's own function: under pytest-asyncio's auto mode ``item.obj`` is a synchronous
     wrapper of it (functools.wraps: ``__wrapped__``)."""
     seen = 0
-    while not inspect.iscoroutinefunction(fn) and hasattr(fn, "__wrapped__") and seen < 20:
+    while not inspect.iscoroutinefunction(fn) and hasattr(fn, "__wrapped__") and seen < _WRAP_DEPTH:
         fn, seen = fn.__wrapped__, seen + 1
     return fn
 
@@ -285,11 +287,14 @@ def _explored(item: Any, config: pytest.Config) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_fixture_setup(fixturedef: Any, request: Any) -> Any:
     """An async function-scoped fixture of an explored test is not run by pytest (nor by
-    pytest-asyncio, on its own loop): each execution creates it on the controlled loop."""
+    pytest-asyncio, on its own loop): each execution creates it on the controlled loop; so is
+    a function-scoped fixture that takes a fixture left to the executions."""
     item = getattr(request, "_pyfuncitem", None)
-    if item is None or fixturedef.scope != "function" or not _is_async(fixturedef.func):
+    if item is None or fixturedef.scope != "function" or not _explored(item, request.config):
         return None
-    if not _explored(item, request.config):
+    if not _is_async(fixturedef.func) and not any(
+        request.getfixturevalue(arg) is _DEFERRED for arg in fixturedef.argnames
+    ):
         return None
     fixturedef.cached_result = (_DEFERRED, fixturedef.cache_key(request), None)
     return _DEFERRED
@@ -332,6 +337,7 @@ class _FixturePlan:
         raw = _raw_function(fixturedef.func) if fixturedef is not None else None
         value: Any = _DEFERRED
         if not (raw is not None and _is_async(raw)):
+            # _DEFERRED for a fixture that takes a deferred one (pytest_fixture_setup)
             value = self.item._request.getfixturevalue(name)
             if is_immutable(value):
                 self.shared[name] = value
