@@ -87,6 +87,7 @@ def load_instrumented(
     path: str | os.PathLike[str],
     instrument: Sequence[str] = (),
     rootdir: str | os.PathLike[str] | None = None,
+    also: Sequence[str] = (),
 ) -> tuple[ModuleType, Activation]:
     """Loads the user's file as an instrumented module with its project instrumented (the
     project of the file and of `rootdir`, pytest's rootdir, the current directory, and the
@@ -96,7 +97,8 @@ def load_instrumented(
     back).  An unknown package name is an InputError.
 
     The file's directory is put on ``sys.path`` (as ``python file.py`` would) so that it can
-    import its siblings.
+    import its siblings.  `also`: top-level packages re-imported instrumented although the
+    file does not reach them (those a pytest fixture's conftest.py reaches).
     """
     p = Path(path).resolve()
     _check_source(p)
@@ -105,7 +107,7 @@ def load_instrumented(
     if directory not in sys.path:
         sys.path.insert(0, directory)
     importer.begin_program()
-    activation = importer.activate(scope, p)
+    activation = importer.activate(scope, p, also=also)
     try:
         module = load_file(str(p), siblings=False)
         unseen = activation.unseen()
@@ -113,7 +115,7 @@ def load_instrumented(
             # imported before the run by a way the static reading of the imports missed: load
             # again with their packages re-imported too
             activation.restore()
-            activation = importer.activate(scope, p, also=unseen)
+            activation = importer.activate(scope, p, also=[*also, *unseen])
             module = load_file(str(p), siblings=False)
             unseen = activation.unseen()
         if unseen:
