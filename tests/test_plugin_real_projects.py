@@ -11,6 +11,7 @@ marker's wording of CLI flags) are checked in-process.
 from __future__ import annotations
 
 import enum
+import json
 import os
 import re
 import subprocess
@@ -354,7 +355,8 @@ def _summary(out: str) -> str:
 def test_src_layout_race_is_found_in_both_asyncio_modes(project: Path, mode: str) -> None:
     mark = "@pytest.mark.asyncio" if mode == "strict" else "# (auto mode: no marker)"
     _write(project / "tests" / "test_service.py", TEST_SERVICE.replace("@ASYNCIO_MARK", mark))
-    out, rc = _pytest(project, "-o", f"asyncio_mode={mode}", "tests/test_service.py")
+    args = ("-o", f"asyncio_mode={mode}", "tests/test_service.py", "--chaossloth-report", "out")
+    out, rc = _pytest(project, *args)
     assert rc == 1, out
     assert "1 failed, 3 passed" in out, out
     assert "FAILED tests/test_service.py::test_racy_cache" in out, out
@@ -375,6 +377,20 @@ def test_src_layout_race_is_found_in_both_asyncio_modes(project: Path, mode: str
     assert "test_left_to" not in summary, summary
     assert "PASSED tests/test_service.py::test_left_to_pytest_asyncio" in out, out
     assert "PASSED tests/test_service.py::test_left_to_anyio" in out, out
+    # --chaossloth-report: the SARIF log and the page of the failing test, named after it
+    stem = "tests_test_service.py_test_racy_cache"
+    sarif, page = project / "out" / f"{stem}.sarif", project / "out" / f"{stem}.html"
+    log = json.loads(sarif.read_text(encoding="utf-8"))
+    assert log["runs"][0]["results"][0]["ruleId"] == "check-then-act", log
+    assert "check-then-act" in page.read_text(encoding="utf-8")
+    assert f"reports: {sarif}, {page}" in racy, racy
+    assert sorted(p.name for p in (project / "out").iterdir()) == [page.name, sarif.name]
+    # the next run replays the saved failing schedule first, and the summary says so
+    out, rc = _pytest(project, *args[:3])
+    assert rc == 1, out
+    summary = _summary(out)
+    assert "test_racy_cache: FAILED (check-then-act) after 1 execution(s)" in summary, summary
+    assert "replayed 1 saved schedule(s) first" in summary, summary
 
 
 # ------------------------------------------------------------------ fixtures

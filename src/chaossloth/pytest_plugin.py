@@ -61,7 +61,7 @@ from typing import Any
 import pytest
 
 from chaossloth import config as cfg
-from chaossloth import pipeline, scenario
+from chaossloth import html_report, pipeline, sarif, scenario
 from chaossloth import report as rp
 from chaossloth.capture import importer
 from chaossloth.capture.importer import load_file
@@ -123,6 +123,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="wall-time budget of each explored test that names no budget in its marker "
         f"(max_executions or time_limit); default {cfg.DEFAULT_TIME_LIMIT:g}",
+    )
+    group.addoption(
+        "--chaossloth-report",
+        metavar="DIR",
+        default=None,
+        help="write the SARIF log and the HTML page of every failing explored test into DIR "
+        "(<test id>.sarif, <test id>.html; made if absent)",
     )
 
 
@@ -594,11 +601,24 @@ def failure_report(result: Any, name: str, nodeid: str | None = None) -> str:
 
 
 def _replayed(result: Any) -> int:
-    db = getattr(result, "database", None)
-    if isinstance(db, dict):
-        n = db.get("replayed", 0)
-        return n if isinstance(n, int) else 0
-    return 0
+    return int(result.database["replayed"]) if result.database else 0
+
+
+def write_reports(result: Any, nodeid: str, directory: Path) -> str:
+    """Writes the SARIF log and the HTML page of a failing test into `directory`, named after
+    its node id; returns the line the failure message adds (where they are, or why they could
+    not be written: the verdict stands either way)."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_") or "test"
+    report = result.to_json()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        written = [
+            sarif.write_sarif(report, str(directory / f"{stem}.sarif")),
+            html_report.write_html(report, str(directory / f"{stem}.html")),
+        ]
+    except (OSError, InputError) as exc:
+        return f"the reports could not be written in {directory}: {exc}"
+    return f"reports: {', '.join(written)}"
 
 
 class ChaosSlothFixture:
@@ -717,7 +737,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if result.failed:
         takes_fixtures = bool(inspect.signature(func).parameters)
         nodeid = pyfuncitem.nodeid if takes_fixtures else None
-        pytest.fail(failure_report(result, pyfuncitem.name, nodeid), pytrace=False)
+        message = failure_report(result, pyfuncitem.name, nodeid)
+        report_dir = config.getoption("chaossloth_report", None)
+        if report_dir:
+            where = Path(config.invocation_params.dir) / report_dir
+            message += "\n" + write_reports(result, pyfuncitem.nodeid, where)
+        pytest.fail(message, pytrace=False)
     if not result.complete:
         why = f": {result.incomplete_reason}" if result.incomplete_reason else ""
         text = (
@@ -756,4 +781,5 @@ __all__ = [
     "is_immutable",
     "marker_words",
     "options_config",
+    "write_reports",
 ]
