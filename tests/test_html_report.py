@@ -113,7 +113,9 @@ def test_fix_writes_the_page_with_the_patch(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     page = (tmp_path / "fix.html").read_text(encoding="utf-8")
-    assert "<section id=diff><h2>Patch: verified, verified</h2>" in page
+    assert re.search(
+        r"<section id=diff><h2>Patch: verified on \d+ schedules \(complete\)</h2>", page
+    )
     assert '<span class="add">+        async with self._lock_balances:</span>' in page
     assert json.loads((tmp_path / "fix.sarif").read_text(encoding="utf-8"))["runs"][0]["results"]
 

@@ -438,7 +438,11 @@ def _diff(report: dict[str, Any]) -> str:
     rep = report.get("repair")
     if not rep:
         return ""
-    status = f"{rep.get('status', '')}, " + ("verified" if rep.get("verified") else "NOT verified")
+    if rep.get("verified"):
+        scope = "complete" if rep.get("complete") else "incomplete"
+        status = f"verified on {rep.get('executions', 0)} schedules ({scope})"
+    else:
+        status = f"NOT verified ({rep.get('status', '')})"
     locks = ", ".join(
         f"{lk.get('owner', '')}.{lk.get('name', '')} "
         f"({', '.join(str(r) for r in lk.get('resources') or ())})"
