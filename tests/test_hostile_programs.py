@@ -23,7 +23,10 @@ MEMORY = 1536 * 1024 * 1024
 
 
 def _limit_memory() -> None:
+    """The child's limits; and Ctrl-C's default disposition, which a background job started
+    without job control inherits as ignored (Python then never raises KeyboardInterrupt)."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _env() -> dict[str, str]:
@@ -553,13 +556,15 @@ async def main():
 import asyncio
 import os
 
+KEY = "CS_TEST_RUNS"  # the program's own variable (not one ChaosSloth reads)
+
 async def main():
     async def bump():
-        n = int(os.environ.get("CS_TEST_RUNS", "0"))
+        n = int(os.environ.get(KEY, "0"))
         await asyncio.sleep(0)
-        os.environ["CS_TEST_RUNS"] = str(n + 1)
+        os.environ[KEY] = str(n + 1)
     await asyncio.gather(bump(), bump())
-    assert int(os.environ["CS_TEST_RUNS"]) < 4, os.environ["CS_TEST_RUNS"]
+    assert int(os.environ[KEY]) < 4, os.environ[KEY]
 """,
 }
 

@@ -370,6 +370,18 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "tests/test_dpor_asyncio.py",
         "execution cap of the brute-force side of those properties (default 1500)",
     ),
+    "CHAOSSLOTH_FUZZ_MUTATIONS": (
+        "tests/test_hostile_schedule_fuzz.py",
+        "mutated schedule files the fuzzer replays (default 200; 20000 for a long run)",
+    ),
+    "CHAOSSLOTH_FUZZ_SEED": (
+        "tests/test_hostile_schedule_fuzz.py",
+        "seed of the fuzzer's mutations (default 20261201)",
+    ),
+    "CHAOSSLOTH_FUZZ_MEMORY_MB": (
+        "tests/test_hostile_schedule_fuzz.py",
+        "address-space cap of the fuzzer's replay process, in MB (default 1536)",
+    ),
     "CHAOSSLOTH_GRAMMAR_FAST": (
         "tests/test_soundness_grammar.py",
         "generated programs per construct class in the fast (default) sample (default 6)",
