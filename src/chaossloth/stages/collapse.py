@@ -213,7 +213,8 @@ def _check_state_is_reset(ctx: Context) -> None:
         f"{_said(first)} in the first execution and {_said(again)} after the exploration. "
         "Something an execution changes is not put back before the next one (state outside "
         "the instrumented modules, or an object made at import: only module globals, their "
-        f"plain containers and class attributes are reset){named}"
+        "plain containers and class attributes are reset), or the program depends on the "
+        f"process's history (when the garbage collector runs a finalizer){named}"
     )
 
 
