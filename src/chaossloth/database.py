@@ -32,12 +32,12 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaossloth import report as rp
 from chaossloth import schedule
 from chaossloth.capture.importer import PROJECT_MARKERS, project_root
 from chaossloth.errors import InputError, NondeterminismError
@@ -242,7 +242,7 @@ class Database:
         try:
             os.makedirs(folder, exist_ok=True)
             target = folder / schedule_filename(sched)
-            _write_atomic(folder, target, text)
+            rp.replace_file(target, text, prefix=".")
         except OSError as exc:
             self._note(f"cannot save to {self.directory} ({exc.strerror or exc})")
             return None
@@ -262,23 +262,6 @@ def open_for(
     if not directory:
         return None
     return Database(directory, program_key(path, program))
-
-
-def _write_atomic(folder: Path, target: Path, text: str) -> None:
-    """A temporary file in `folder`, then a rename over `target` (which replaces a symlink
-    there, never its target); the file gets 0666 minus the umask, as a new file would."""
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _without_path(message: str, path: Path) -> str:

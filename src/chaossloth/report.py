@@ -367,24 +367,37 @@ def write_output(path: str | os.PathLike[str], text: str) -> str:
         with open(target, "w", encoding="utf-8") as f:
             f.write(text)
         return target
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(target) + ".", suffix=".tmp", dir=parent)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    # keep the permissions of the file it replaces
+    replace_file(target, text, mode=stat.S_IMODE(st.st_mode) if st is not None else None)
+    return target
+
+
+def replace_file(
+    target: str | os.PathLike[str], text: str, *, mode: int | None = None, prefix: str = ""
+) -> None:
+    """Writes `text` to a temporary file in `target`'s directory (named `prefix` + a random
+    part + ``.tmp``; default prefix: the target's name and a dot), then renames it over
+    `target`: a reader sees the old file or the new one, never half of one, and a symlink at
+    `target` is replaced, not followed.  `mode`: the new file's permissions (default 0666
+    minus the umask, as a new file gets)."""
+    parent = os.path.dirname(os.fspath(target))
+    fd, tmp = tempfile.mkstemp(
+        prefix=prefix or os.path.basename(target) + ".", suffix=".tmp", dir=parent or None
+    )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        if st is not None:  # keep the permissions of the file it replaces
-            os.chmod(tmp, stat.S_IMODE(st.st_mode))
-        else:
+        if mode is None:
             umask = os.umask(0)
             os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return target
 
 
 def _json_default(x: Any) -> Any:
