@@ -21,50 +21,13 @@ from decimal import Decimal
 from pathlib import Path, PurePosixPath
 
 import pytest
+from test_project_instrumentation import CACHE, SERVICE  # the same src-layout package
 
 from chaossloth.pytest_plugin import is_immutable, marker_words
 
 pytest.importorskip("pytest_asyncio", reason="the [test] extra installs pytest-asyncio")
 pytest.importorskip("anyio", reason="the [test] extra installs anyio")
 
-CACHE = """
-import asyncio
-
-
-class Cache:
-    def __init__(self):
-        self.data = {}
-        self.loads = 0
-
-    async def get(self, key):
-        if key not in self.data:
-            await asyncio.sleep(0)
-            self.loads += 1
-            self.data[key] = f"value-{key}"
-        return self.data[key]
-
-
-class LockedCache(Cache):
-    def __init__(self):
-        super().__init__()
-        self.lock = asyncio.Lock()
-
-    async def get(self, key):
-        async with self.lock:
-            return await super().get(key)
-"""
-
-SERVICE = """
-from myapp.cache import Cache, LockedCache
-
-
-class Service:
-    def __init__(self, locked=False):
-        self.cache = LockedCache() if locked else Cache()
-
-    async def handle(self, key):
-        return await self.cache.get(key)
-"""
 
 # the race and its locked twin, marked; an unmarked pytest-asyncio test and an anyio test next
 # to them (in strict mode the asyncio one carries its marker; in auto mode it needs none)
