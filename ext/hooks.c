@@ -192,7 +192,7 @@ static int used_add(uint64_t cid) {
  *       * right after a hooked store or delete replaced it (the old value of
  *         `d[k] = v`, `del d[k]`, `lst[i] = v`, `self.x = v`, `del self.x`
  *         on objects with plain attribute storage): release_replaced;
- *       * in a full garbage collection: keep[] is owned by the keeper, a
+ *       * in a garbage collection: keep[] is owned by the keeper, a
  *         GC-tracked object that reports keep[] and its own (only) reference
  *         to the collector, so it is never a root.  A cycle reachable only
  *         through keep[] (parent.children = [child]; child.parent = parent)
@@ -208,10 +208,11 @@ static int used_add(uint64_t cid) {
  *     contents -- and a non-weak-referenceable object its own __del__ --
  *     alive until the end of that step: the finalizers run in the same
  *     step, later within it than on the stock loop;
- *   - collections of the young generations do not look through keep[] (the
- *     keeper lives in the oldest one): cyclic garbage through a held
- *     container waits for a full collection (gc.collect(), or the automatic
- *     one), whose timing CPython does not promise anyway;
+ *   - the keeper ages like any object: the runner makes it young at the
+ *     start of every execution (hooks_keeper_young), and a collection of a
+ *     generation younger than the keeper's does not look through keep[], so
+ *     cyclic garbage through a held container may wait for an older
+ *     collection than on the stock loop (CPython promises no timing);
  *   - what reflects on references sees ours: sys.getrefcount of a held
  *     object is one higher, weakref.getweakrefcount/getweakrefs count the
  *     IdRef, gc.get_referrers lists the keeper, and a full collection counts
@@ -2962,6 +2963,20 @@ static PyObject *h_reset(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
     Py_RETURN_NONE;
 }
 
+/* hooks_keeper_young(): re-tracks the keeper, which puts it in the youngest
+ * generation.  The runner freezes the collector at the start of every
+ * execution (collector.py): a frozen keeper would be an outside reference to
+ * everything keep[] holds, so no collection of the execution could reclaim a
+ * cycle through a held container.  Young again, every collection looks
+ * through keep[] (the keeper's one reference is its own: never a root). */
+static PyObject *h_keeper_young(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
+    if (keeper && PyObject_GC_IsTracked(keeper)) {
+        PyObject_GC_UnTrack(keeper);
+        PyObject_GC_Track(keeper);
+    }
+    Py_RETURN_NONE;
+}
+
 /* hooks_sweep(): the step-end release, for drivers that run steps without a
  * LoopCore (the loop calls cs_hooks_sweep itself). */
 static PyObject *h_sweep(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
@@ -3083,6 +3098,8 @@ static PyMethodDef hook_methods[] = {
     FAST("record", h_record, "record(obj, kind, site=0, key=None): record an access."),
     {"hooks_active", h_active, METH_NOARGS, "True while an explorer is attached to the hooks."},
     {"hooks_reset", h_reset, METH_NOARGS, "Forget every name; release the objects held."},
+    {"hooks_keeper_young", h_keeper_young, METH_NOARGS,
+     "Move the holder of the objects the hooks keep to the youngest GC generation."},
     {"hooks_sweep", h_sweep, METH_NOARGS,
      "Release the held objects only the hooks reference (done at every step end)."},
     {"hooks_attach", h_attach, METH_O, "Point the hooks at an Explorer (or None)."},

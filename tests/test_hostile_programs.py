@@ -707,19 +707,9 @@ async def slotted_across_steps():
 """
 
 
-_GC_313 = pytest.mark.xfail(
-    sys.version_info >= (3, 13),
-    strict=True,
-    reason="issue 13, open: on 3.13 the cycle made in the first step is not collected while "
-    "a later execution runs (its finalizer never runs, the awaited future times out, and the "
-    "default order re-run after the exploration fails); cause not found yet (suspect: the "
-    "capture's held references let the cycle age past the young collections)",
-)
-
-
 @pytest.mark.parametrize(
     "scenario",
-    ["explicit", pytest.param("by_allocations", marks=_GC_313), "slotted_across_steps"],
+    ["explicit", "by_allocations", "slotted_across_steps"],
 )
 def test_cyclic_garbage_is_finalized_during_the_run_as_on_the_stock_loop(
     tmp_path: Path, scenario: str

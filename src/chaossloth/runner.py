@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaossloth import _core, compat
+from chaossloth import _core, collector, compat
 from chaossloth import errors as _errors
 from chaossloth.capture import importer, sync
 from chaossloth.config import DEFAULT_TIME_LIMIT, DEFAULTS, SENTINEL_MIN_EXECUTIONS, Config
@@ -261,19 +261,22 @@ def watched() -> Iterator[None]:
     """One run of the program, contained: it starts from the instrumented modules' initial
     state (importer.reset_modules), the watchdog's (set_execution_limit) time limit applies to
     it, and the sys.modules entries it replaced or removed are put back when it ends
-    (_ModuleTable).  Every execution of the runner, and the stock-loop runs of stage 4."""
-    importer.reset_modules()
-    table = _ModuleTable.active = _ModuleTable()
-    _Interrupts.watchdog = False
-    _Interrupts.serial += 1
-    _Interrupts.started = time.monotonic()
-    _Interrupts.in_execution = True
-    try:
-        yield
-    finally:
-        _Interrupts.in_execution = False
-        _ModuleTable.active = None
-        table.restore()
+    (_ModuleTable).  Every execution of the runner, and the stock-loop runs of stage 4.  The
+    cycle collector starts each one in the same state and finalizes no earlier garbage in it
+    (collector.isolated)."""
+    with collector.isolated():
+        importer.reset_modules()
+        table = _ModuleTable.active = _ModuleTable()
+        _Interrupts.watchdog = False
+        _Interrupts.serial += 1
+        _Interrupts.started = time.monotonic()
+        _Interrupts.in_execution = True
+        try:
+            yield
+        finally:
+            _Interrupts.in_execution = False
+            _ModuleTable.active = None
+            table.restore()
 
 
 def _watch() -> None:
@@ -646,6 +649,7 @@ class _Driver:
             except BaseException:
                 coro.close()
                 raise
+            ballast = collector.settle()  # noqa: F841 - held until the execution ends
             try:
                 value = loop.run_until_complete(main_task)
             except BaseException as exc:  # classified below
