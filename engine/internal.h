@@ -71,6 +71,21 @@ uint64_t cs__rng_next(cs__rng *rng);
  * two inputs are mixed separately so neighbouring pairs give unrelated
  * streams, and any execution is reproducible from (seed, stream) alone. */
 void cs__rng_seed_stream(cs__rng *rng, uint64_t seed, uint64_t stream);
+
+/* A sampling strategy's shard (cs_config.shard_index / shard_count) and the
+ * random stream of its execution number `executions`. */
+typedef struct {
+    uint64_t index, count; /* count >= 1 */
+} cs__shard;
+
+static inline cs__shard cs__shard_of(const cs_config *cfg) {
+    cs__shard s = {cfg->shard_index, cfg->shard_count ? cfg->shard_count : 1};
+    return s;
+}
+
+static inline uint64_t cs__shard_stream(cs__shard s, uint64_t executions) {
+    return executions * s.count + s.index;
+}
 /* Uniform in [0, bound), bound >= 1, without modulo bias. */
 uint64_t cs__rng_below(cs__rng *rng, uint64_t bound);
 /* Uniform double in [0, 1). */

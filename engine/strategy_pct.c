@@ -28,6 +28,7 @@
 
 typedef struct {
     uint64_t seed;     /* cs_config.seed: execution i draws from (seed, i) */
+    cs__shard shard;   /* the streams this explorer draws (cs__shard_stream) */
     uint32_t depth;    /* bug depth d >= 1: d - 1 change points */
     uint64_t hint;     /* cs_config.pct_steps_hint: k is at least this */
     cs__rng rng;       /* this execution's stream (reseeded by begin) */
@@ -56,6 +57,7 @@ static int pct_create(cs_explorer *ex, const cs_config *cfg, void **state) {
     pct_state *s = calloc(1, sizeof *s);
     if (!s) return CS_ENOMEM;
     s->seed = cfg->seed;
+    s->shard = cs__shard_of(cfg);
     s->depth = cfg->pct_depth;
     s->hint = cfg->pct_steps_hint ? cfg->pct_steps_hint : 1;
     s->change = calloc(s->depth, sizeof *s->change);
@@ -128,7 +130,8 @@ static int pct_begin(cs_explorer *ex, void *state, int *more, int *complete) {
     cs_stats st;
     cs_explorer_stats(ex, &st);
     if (st.max_depth > s->longest) s->longest = st.max_depth;
-    cs__rng_seed_stream(&s->rng, s->seed ^ 0x5043545043545043ULL /* "PCTPCTPC" */, st.executions);
+    cs__rng_seed_stream(&s->rng, s->seed ^ 0x5043545043545043ULL /* "PCTPCTPC" */,
+                        cs__shard_stream(s->shard, st.executions));
     s->epoch++;
     s->n_order = 0;
     uint64_t k = s->hint > s->longest ? s->hint : s->longest;

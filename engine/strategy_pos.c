@@ -46,6 +46,7 @@ typedef struct {
 
 typedef struct {
     uint64_t seed;     /* cs_config.seed: execution i draws from (seed, i) */
+    cs__shard shard;   /* the streams this explorer draws (cs__shard_stream) */
     cs__rng rng;       /* this execution's stream (reseeded by begin) */
     uint64_t epoch;    /* bumped by begin: slots of other epochs are stale */
     actor_slot *slots; /* per actor id, cap entries */
@@ -62,6 +63,7 @@ static int pos_create(cs_explorer *ex, const cs_config *cfg, void **state) {
     pos_state *s = calloc(1, sizeof *s);
     if (!s) return CS_ENOMEM;
     s->seed = cfg->seed;
+    s->shard = cs__shard_of(cfg);
     *state = s;
     return CS_OK;
 }
@@ -100,7 +102,8 @@ static int pos_begin(cs_explorer *ex, void *state, int *more, int *complete) {
     pos_state *s = state;
     cs_stats st;
     cs_explorer_stats(ex, &st);
-    cs__rng_seed_stream(&s->rng, s->seed ^ 0x504f53504f53504fULL /* "POSPOSPO" */, st.executions);
+    cs__rng_seed_stream(&s->rng, s->seed ^ 0x504f53504f53504fULL /* "POSPOSPO" */,
+                        cs__shard_stream(s->shard, st.executions));
     s->epoch++;
     s->n_pending = 0;
     *more = 1;

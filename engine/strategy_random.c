@@ -3,7 +3,8 @@
  *
  * Execution i (0-based, counted by the explorer) draws from a generator
  * seeded with cs__rng_seed_stream(seed, i), so any single execution can be reproduced
- * from (seed, i) alone, whatever ran before it.  Never complete: it runs
+ * from (seed, i) alone, whatever ran before it (a shard's execution j is stream
+ * j * count + index: shards of one seed split the streams of one explorer).  Never complete: it runs
  * until max_executions or time_limit stops it.
  */
 #include "internal.h"
@@ -13,6 +14,7 @@
 typedef struct {
     uint64_t seed; /* cs_config.seed: execution i draws from (seed, i) */
     cs__rng rng;   /* this execution's stream (reseeded by begin) */
+    cs__shard shard;
 } random_state;
 
 static int random_create(cs_explorer *ex, const cs_config *cfg, void **state) {
@@ -20,6 +22,7 @@ static int random_create(cs_explorer *ex, const cs_config *cfg, void **state) {
     random_state *s = calloc(1, sizeof *s);
     if (!s) return CS_ENOMEM;
     s->seed = cfg->seed;
+    s->shard = cs__shard_of(cfg);
     *state = s;
     return CS_OK;
 }
@@ -30,7 +33,7 @@ static int random_begin(cs_explorer *ex, void *state, int *more, int *complete) 
     random_state *s = state;
     cs_stats st;
     cs_explorer_stats(ex, &st);
-    cs__rng_seed_stream(&s->rng, s->seed, st.executions);
+    cs__rng_seed_stream(&s->rng, s->seed, cs__shard_stream(s->shard, st.executions));
     *more = 1;
     *complete = 0;
     return CS_OK;

@@ -157,15 +157,15 @@ static PyObject *Explorer_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     static char *kwlist[] = {"strategy",       "seed",      "pct_depth",
                              "pct_steps_hint", "replay",    "max_executions",
                              "max_steps",      "time_limit", "count_traces",
-                             NULL};
+                             "shard_index",    "shard_count", NULL};
     PyObject *strategy = NULL, *seed = NULL, *depth = NULL, *hint = NULL;
     PyObject *replay = Py_None, *max_exec = NULL, *max_steps = NULL;
-    PyObject *time_limit = NULL;
+    PyObject *time_limit = NULL, *shard_index = NULL, *shard_count = NULL;
     int count_traces = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOp:Explorer", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOpOO:Explorer", kwlist,
                                      &strategy, &seed, &depth, &hint, &replay,
                                      &max_exec, &max_steps, &time_limit,
-                                     &count_traces))
+                                     &count_traces, &shard_index, &shard_count))
         return NULL;
     if (!PyUnicode_Check(strategy)) {
         PyErr_Format(PyExc_TypeError, "strategy must be a str, not %.80s",
@@ -188,6 +188,18 @@ static PyObject *Explorer_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     if (seed) {
         if (arg_u64(seed, UINT64_MAX, "seed", &v) < 0) return NULL;
         cfg.seed = v;
+    }
+    if (shard_count) {
+        if (arg_u64(shard_count, UINT32_MAX, "shard_count", &v) < 0) return NULL;
+        cfg.shard_count = (uint32_t)v;
+    }
+    if (shard_index) {
+        if (arg_u64(shard_index, UINT32_MAX, "shard_index", &v) < 0) return NULL;
+        if (v >= (cfg.shard_count ? cfg.shard_count : 1)) {
+            PyErr_SetString(PyExc_ValueError, "shard_index must be below shard_count");
+            return NULL;
+        }
+        cfg.shard_index = (uint32_t)v;
     }
     if (depth) {
         if (arg_u64(depth, UINT32_MAX, "pct_depth", &v) < 0) return NULL;
@@ -661,7 +673,7 @@ static PyTypeObject ExplorerType = {
     .tp_repr = (reprfunc)Explorer_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Explorer(strategy, *, seed=0, pct_depth=3, pct_steps_hint=64, replay=None, "
-              "max_executions=0, max_steps=0, time_limit=0.0, count_traces=False)\n\n"
+              "max_executions=0, max_steps=0, time_limit=0.0, count_traces=False, shard_index=0, shard_count=1)\n\n"
               "One exploration of a program's schedules by the C engine.",
     .tp_methods = Explorer_methods,
     .tp_getset = Explorer_getset,

@@ -153,6 +153,13 @@ typedef struct {
                                  objects of different executions only where
                                  their common prefix makes the names agree
                                  (see strategy_dpor.c) */
+    /* random, pct, pos: this explorer's execution i draws random stream
+     * i * shard_count + shard_index (count 0 or 1: stream i), so shards
+     * 0..count-1 of one seed together draw the streams a single explorer
+     * would (pct's change points also follow the longest execution each
+     * shard has seen).  shard_index < max(1, shard_count). */
+    uint32_t shard_index;
+    uint32_t shard_count;
 } cs_config;
 
 /* Fills a config with defaults for the given strategy. */

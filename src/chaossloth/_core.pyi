@@ -71,6 +71,8 @@ class Explorer:
         max_steps: int = 0,
         time_limit: float = 0.0,
         count_traces: bool = False,
+        shard_index: int = 0,
+        shard_count: int = 1,
     ) -> Self: ...
     @property
     def strategy(self) -> str: ...

@@ -44,6 +44,8 @@ DEFAULT_TIME_LIMIT = 10.0
 #: execution, and the engine's state grows with their product, so a larger number is refused as
 #: input rather than run out of memory.
 MAX_TASKS = 10_000
+#: The most worker processes ``jobs`` may ask for.
+MAX_JOBS = 256
 #: The engine's counters (executions, steps, seeds) are 64-bit: values must be below this.
 U64_LIMIT = 2**64
 
@@ -155,6 +157,15 @@ class Config:
         "and counts the failing schedules",
         "--no-stop-on-failure",
     )
+    jobs: int = _opt(
+        "exploration",
+        1,
+        "processes that explore side by side (random, pct and pos: each runs every N-th "
+        "execution of the one sequence of random streams, so the executions tried, and with "
+        "stop-on-failure the failure found, are the ones a single process would try; dpor and "
+        "auto run in one process)",
+        "--jobs",
+    )
     telemetry: bool = _opt(
         "exploration",
         True,
@@ -243,6 +254,7 @@ class Config:
         _check_int("tasks", self.tasks, minimum=1, below=MAX_TASKS + 1)
         _check_int("max_steps", self.max_steps, minimum=1, below=U64_LIMIT)
         _check_int("seed", self.seed, minimum=0, below=U64_LIMIT)
+        _check_int("jobs", self.jobs, minimum=1, below=MAX_JOBS + 1)
         if self.max_executions is not None:
             _check_int("max_executions", self.max_executions, minimum=1, below=U64_LIMIT)
         if self.time_limit is not None:

@@ -165,6 +165,8 @@ class ExplorationResult:
     incomplete_reason: str | None = None
     #: an execution of a dependency-pruning strategy ended with relaxed timers never fired
     relaxed_timers_left: bool = False
+    #: False when distinct_traces is a lower bound (--jobs: the largest worker's count)
+    distinct_traces_exact: bool = True
 
     @property
     def failed(self) -> bool:
@@ -279,6 +281,14 @@ def watched() -> Iterator[None]:
             table.restore()
 
 
+def restart_watchdog() -> None:
+    """In a forked process (parallel.py's workers): the watchdog thread did not survive the
+    fork; start a new one if a time limit is set."""
+    global _watchdog_thread
+    _watchdog_thread = None
+    set_execution_limit(_Interrupts.limit, hard_stop=_Interrupts.hard_stop)
+
+
 def _watch() -> None:
     fired_for = -1
     while True:
@@ -301,6 +311,41 @@ def _watch() -> None:
             )
             sys.stderr.flush()
             os._exit(2)
+
+
+# ------------------------------------------------------------------ shards
+
+
+class _Shard:
+    """This process's part of an exploration split across processes (parallel.py, ``--jobs``):
+    its execution i is the whole exploration's execution ``i * count + index`` (the engine's
+    sampling strategies draw that random stream: cs_config.shard_index).  `board` is shared by
+    the shards: slot k holds the global index of shard k's first failing execution (or
+    NO_FAILURE), slot count + k how many executions shard k has run.  A shard stops before an
+    execution whose global index is above the smallest failing one: with stop_on_failure the
+    failure with the smallest global index is then found whatever the timing, as one process
+    would find it."""
+
+    index = 0
+    count = 1
+    board: Any = None
+
+    NO_FAILURE = 2**64 - 1
+
+    @classmethod
+    def global_index(cls, local: int) -> int:
+        return local * cls.count + cls.index
+
+    @classmethod
+    def first_failure(cls) -> int:
+        b = cls.board
+        return min(b[k] for k in range(cls.count)) if b is not None else cls.NO_FAILURE
+
+
+def set_shard(index: int, count: int, board: Any) -> None:
+    """Makes this process shard `index` of `count` (parallel.py, in a worker process), `board`
+    a memoryview of 2 * count unsigned 64-bit integers shared by the shards."""
+    _Shard.index, _Shard.count, _Shard.board = index, count, board
 
 
 # ------------------------------------------------------------------ forks
@@ -1107,6 +1152,8 @@ def _explore_one(
         max_steps=cfg.max_steps,
         time_limit=time_limit or 0.0,
         count_traces=count_traces,
+        shard_index=_Shard.index,
+        shard_count=_Shard.count,
     )
     driver = _Driver(factory, ex, cfg, oracle)
     started = time.monotonic()
@@ -1151,7 +1198,8 @@ def _explore_loop(
     """_explore_one's executions, until the explorer, a failure (stop_on_failure) or the
     watchdog stops them."""
     last_progress = 0.0
-    while ex.begin():
+    board = _Shard.board
+    while ex.begin() if board is None else _shard_goes_on(ex, index):
         r = driver.run(index, detailed=False)
         if _Interrupts.watchdog:
             return
@@ -1163,9 +1211,13 @@ def _explore_loop(
         if r.outcome == ABORTED and r.divergence is not None:
             _merge_stats(result, ex, strategy)
             raise _nondeterminism(r, f"execution {r.index} ({strategy})")
+        if board is not None:
+            board[_Shard.count + _Shard.index] = index
         if r.outcome == FAILED:
             if result.first_failure is None:
                 result.first_failure = r
+                if board is not None and cfg.stop_on_failure:
+                    board[_Shard.index] = _Shard.global_index(r.index)
             if _better(r, result.minimal_failure):
                 result.minimal_failure = r
             if cfg.stop_on_failure:
@@ -1186,6 +1238,14 @@ def _explore_loop(
                         time_limit,
                     )
                 )
+
+
+def _shard_goes_on(ex: Any, index: int) -> bool:
+    """A shard's next execution (local `index`) runs unless a shard already failed at a smaller
+    global index (stop_on_failure) -- checked before the engine begins it."""
+    if _Shard.global_index(index) > _Shard.first_failure():
+        return False
+    return bool(ex.begin())
 
 
 def _merge_stats(result: ExplorationResult, ex: Any, strategy: str) -> None:

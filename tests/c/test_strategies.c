@@ -153,6 +153,40 @@ static void test_random_reproducible_per_execution(void) {
     cs_explorer_free(w);
 }
 
+/* Shards 0..K-1 of one seed draw exactly the streams a single explorer draws:
+ * shard k's execution j is the single explorer's execution j*K + k (random
+ * and pos: their streams alone decide an execution). */
+static void test_shards_split_the_streams_of_one_explorer(void) {
+    prog p;
+    three_by_four(&p);
+    enum { K = 3, PER = 6, N = K * PER };
+    cs_strategy_kind kinds[2] = {CS_STRATEGY_RANDOM, CS_STRATEGY_POS};
+    for (int t = 0; t < 2; t++) {
+        static run_result whole[N], part[PER];
+        cs_explorer *one = make(kinds[t], 7, N);
+        cs_actor ids[MAX_ACTORS];
+        intern_all(one, 3, ids);
+        for (int i = 0; i < N; i++) CHECK(run_once(one, &p, ids, 0, &whole[i]));
+        cs_explorer_free(one);
+        for (int k = 0; k < K; k++) {
+            cs_config cfg;
+            cs_config_init(&cfg, kinds[t]);
+            cfg.seed = 7;
+            cfg.max_executions = PER;
+            cfg.shard_index = (uint32_t)k;
+            cfg.shard_count = K;
+            cs_explorer *shard = NULL;
+            CHECK_EQ(cs_explorer_new(&cfg, &shard), CS_OK);
+            intern_all(shard, 3, ids);
+            for (int j = 0; j < PER; j++) {
+                CHECK(run_once(shard, &p, ids, 0, &part[j]));
+                CHECK(same_schedule(&part[j], &whole[j * K + k]));
+            }
+            cs_explorer_free(shard);
+        }
+    }
+}
+
 static void test_random_is_uniform_at_first_step(void) {
     prog p;
     three_by_four(&p);
@@ -482,6 +516,7 @@ static void test_pos_reproducible(void) {
 #define TESTS(X)                                                               \
     X(test_random_reproducible_per_execution)                                  \
     X(test_random_is_uniform_at_first_step)                                    \
+    X(test_shards_split_the_streams_of_one_explorer)                           \
     X(test_replay_reproduces_random_runs)                                      \
     X(test_replay_diverges_when_program_changes)                               \
     X(test_pct_runs_highest_priority)                                          \

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaossloth import database, diagnosis, runner, schedule
+from chaossloth import database, diagnosis, parallel, runner, schedule
 from chaossloth import report as rp
 from chaossloth.errors import InputError, NondeterminismError
 from chaossloth.runner import ExecutionResult, ExplorationResult, ScheduleLog, SentinelResult
@@ -99,14 +99,28 @@ def explore(ctx: Context) -> ExecutionResult | None:
     share = cfg.sentinel_share()
     # the schedules DPOR ran, for the sentinel's capture-gap rule (runner.find_capture_gap)
     log = runner.ScheduleLog() if cfg.strategy in SENTINEL_AFTER and share > 0 else None
-    try:
-        ex = runner.explore(
-            ctx.program.factory,
-            config=cfg.replace(time_limit=cfg.time_budget()),
-            oracle=ctx.oracle,
-            progress=ctx.progress,
-            on_execution=log.add_dpor if log is not None else None,
+    sharded = cfg.jobs > 1 and cfg.strategy in parallel.SHARDED_STRATEGIES
+    if cfg.jobs > 1 and not sharded:
+        pr.say(
+            f"--jobs {cfg.jobs}: strategy {cfg.strategy} runs in one process (only "
+            f"{', '.join(parallel.SHARDED_STRATEGIES)} are split across processes)"
         )
+    try:
+        if sharded:
+            ex = parallel.explore(
+                ctx.program.factory,
+                config=cfg.replace(time_limit=cfg.time_budget()),
+                oracle=ctx.oracle,
+                progress=ctx.progress,
+            )
+        else:
+            ex = runner.explore(
+                ctx.program.factory,
+                config=cfg.replace(time_limit=cfg.time_budget()),
+                oracle=ctx.oracle,
+                progress=ctx.progress,
+                on_execution=log.add_dpor if log is not None else None,
+            )
     except NondeterminismError as exc:
         raise InputError(f"the workload is nondeterministic: {exc}") from None
     _check_state_is_reset(ctx)
@@ -118,9 +132,16 @@ def explore(ctx: Context) -> ExecutionResult | None:
     if ex.incomplete_reason:
         res.incomplete_reason = ex.incomplete_reason
     res.explore_seconds = ex.explore_seconds
-    strategies = "+".join(p.get("strategy", "?") for p in ex.phases) or cfg.strategy
+    strategies = "+".join(dict.fromkeys(p.get("strategy", "?") for p in ex.phases)) or cfg.strategy
     pr.say(
-        f"{ex.executions} executions ({strategies}), {ex.distinct_traces} distinct traces, "
+        f"{ex.executions} executions ({strategies}"
+        + (f" on {cfg.jobs} processes" if sharded else "")
+        + "), "
+        + (
+            f"{ex.distinct_traces} distinct traces, "
+            if ex.distinct_traces_exact
+            else f"at least {ex.distinct_traces} distinct traces (counted per process), "
+        )
         + (f"{ex.sleep_blocked} sleep-set blocked, " if ex.sleep_blocked else "")
         + f"{ex.failing_executions} failing; "
         + (
