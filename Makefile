@@ -147,6 +147,7 @@ bench: $(BUILD)/bench_recording_overhead
 	$(BUILD)/bench_recording_overhead
 	$(MAKE) -s bench-dpor
 	$(PYTHON) bench/pipeline.py
+	$(PYTHON) bench/jobs.py
 	$(PYTHON) bench/patch_cost.py
 
 $(BUILD)/bench_recording_overhead: bench/recording_overhead.c $(ENGINE)
