@@ -133,3 +133,17 @@ def test_sarif_is_written_by_the_output_rules(tmp_path: Path) -> None:
         assert r.returncode == 2, r.stdout + r.stderr
         assert "refusing to write over" in r.stderr
         assert prog.read_bytes() == before
+
+
+def test_sarif_dash_is_standard_output(tmp_path: Path) -> None:
+    """As --json -: the log goes to stdout, no file named "-" is written."""
+    shutil.copy(EXAMPLES / "correct_counter.py", tmp_path / "correct_counter.py")
+    r = cli(
+        "check", "correct_counter.py", "--scenario", "two_increments", "--no-telemetry",
+        "--sarif", "-", "-q", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    log_text, _, verdict = r.stdout.rstrip("\n").rpartition("\n")
+    assert verdict.startswith("PASS"), r.stdout
+    _validator().validate(json.loads(log_text))
+    assert not (tmp_path / "-").exists()

@@ -211,14 +211,14 @@ class Config:
         "output",
         None,
         "write the findings as SARIF 2.1.0 there (code scanning: one result per finding, the "
-        "failing schedule as its code flow)",
+        "failing schedule as its code flow; '-': stdout)",
         "--sarif",
     )
     html_path: str | None = _opt(
         "output",
         None,
         "write a self-contained HTML report there (stages, timeline, findings, collision "
-        "window, patch)",
+        "window, patch; '-': stdout)",
         "--html",
     )
     schedule_out: str | None = _opt(

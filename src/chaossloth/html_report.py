@@ -510,5 +510,5 @@ def to_html(report: dict[str, Any]) -> str:
 
 def write_html(report: dict[str, Any], path: str) -> str:
     """Writes the page of `report` to `path` (report.write_output's rules: atomic, a symlink
-    followed, the program's own files refused); returns the file written."""
-    return rp.write_output(path, to_html(report))
+    followed, the program's own files refused; "-": stdout); returns the file written."""
+    return rp.write_report_file(path, to_html(report))

@@ -336,6 +336,16 @@ def write_json(report: dict[str, Any], path: str) -> None:
     write_output(path, text)
 
 
+def write_report_file(path: str, text: str) -> str:
+    """Writes a report (--sarif, --html) to `path` with :func:`write_output`'s rules, or to
+    stdout for "-" (as --json); returns the file written ("-" for stdout)."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return path
+    return write_output(path, text)
+
+
 def check_output_path(path: str | os.PathLike[str]) -> str:
     """The file an output path writes: a symlink followed to its target.  Refuses (InputError)
     a path that is the program under test or any instrumented module (the user's files are

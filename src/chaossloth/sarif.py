@@ -245,6 +245,6 @@ def to_sarif(report: dict[str, Any], *, root: str | None = None) -> dict[str, An
 
 def write_sarif(report: dict[str, Any], path: str) -> str:
     """Writes the SARIF log of `report` to `path` (report.write_output's rules: atomic, a
-    symlink followed, the program's own files refused); returns the file written."""
+    symlink followed, the program's own files refused; "-": stdout); returns the file written."""
     text = json.dumps(to_sarif(report), indent=2, default=str) + "\n"
-    return rp.write_output(path, text)
+    return rp.write_report_file(path, text)
