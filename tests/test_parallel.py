@@ -138,3 +138,14 @@ def test_the_time_limit_holds_in_every_worker(tmp_path: Path) -> None:
     assert time.monotonic() - started < WALL
     assert many.returncode == one.returncode, (one.stdout + one.stderr, many.stdout + many.stderr)
     assert "Traceback" not in many.stderr, many.stderr
+
+
+def test_auto_runs_its_pct_phase_on_the_workers(tmp_path: Path) -> None:
+    program = _program(tmp_path, REVERSED)
+    cfg = DEFAULTS.replace(strategy="auto", max_executions=40, stop_on_failure=False, jobs=2)
+    result = runner.explore(program.factory, config=cfg)
+    dpor, *pct = result.phases
+    assert dpor["strategy"] == "dpor" and "shard" not in dpor
+    assert [p["strategy"] for p in pct] == ["pct", "pct"]
+    assert sorted(p["shard"] for p in pct) == [0, 1]
+    assert result.executions == 40 and not result.distinct_traces_exact

@@ -160,10 +160,10 @@ class Config:
     jobs: int = _opt(
         "exploration",
         1,
-        "processes that explore side by side (random, pct and pos: each runs every N-th "
-        "execution of the one sequence of random streams, so the executions tried, and with "
-        "stop-on-failure the failure found, are the ones a single process would try; dpor and "
-        "auto run in one process)",
+        "processes that explore side by side: random, pct and pos (and auto's pct phase) split "
+        "one sequence of random streams, so the executions tried, and with stop-on-failure the "
+        "failure found, are a single process's (pct's change points aside); dpor runs in one "
+        "process",
         "--jobs",
     )
     telemetry: bool = _opt(

@@ -226,6 +226,25 @@ def _reap(workers: dict[int, tuple[int, int]]) -> None:
             pass
 
 
+def merge_into(result: runner.ExplorationResult, part: runner.ExplorationResult) -> None:
+    """Adds a parallel phase's counts and failures to an exploration's result (strategy auto:
+    dpor in one process, then pct on the workers)."""
+    result.executions += part.executions
+    result.failing_executions += part.failing_executions
+    result.aborted += part.aborted
+    result.distinct_traces += part.distinct_traces
+    result.distinct_traces_exact = result.distinct_traces_exact and part.distinct_traces_exact
+    result.max_depth = max(result.max_depth, part.max_depth)
+    result.budget_hit = result.budget_hit or part.budget_hit
+    result.phases.extend(part.phases)
+    if part.first_failure is not None and result.first_failure is None:
+        result.first_failure = part.first_failure
+    if part.minimal_failure is not None and runner._better(
+        part.minimal_failure, result.minimal_failure
+    ):
+        result.minimal_failure = part.minimal_failure
+
+
 def _merge(
     factory: runner.ScenarioFactory,
     config: Config,

@@ -1341,7 +1341,17 @@ def explore(
             rest_time = max(0.0, time_limit - (time.monotonic() - started)) if time_limit else None
             if rest_exec != 0 and (rest_time is None or rest_time > 0):
                 result.budget_hit = False
-                _explore_one(factory, cfg, "pct", rest_exec, rest_time, **common)
+                if cfg.jobs > 1:  # pct's phase on cfg.jobs processes (parallel.py)
+                    from chaossloth import parallel  # noqa: PLC0415 - it imports this module
+
+                    phase = cfg.replace(
+                        strategy="pct", max_executions=rest_exec, time_limit=rest_time
+                    )
+                    parallel.merge_into(
+                        result, parallel.explore(factory, config=phase, oracle=oracle)
+                    )
+                else:
+                    _explore_one(factory, cfg, "pct", rest_exec, rest_time, **common)
             result.budget_hit = result.budget_hit or rest_exec == 0
     else:
         _explore_one(factory, cfg, strategy, max_executions, time_limit, **common)

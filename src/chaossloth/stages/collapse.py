@@ -100,7 +100,12 @@ def explore(ctx: Context) -> ExecutionResult | None:
     # the schedules DPOR ran, for the sentinel's capture-gap rule (runner.find_capture_gap)
     log = runner.ScheduleLog() if cfg.strategy in SENTINEL_AFTER and share > 0 else None
     sharded = cfg.jobs > 1 and cfg.strategy in parallel.SHARDED_STRATEGIES
-    if cfg.jobs > 1 and not sharded:
+    if cfg.jobs > 1 and cfg.strategy == "auto":
+        pr.say(
+            f"--jobs {cfg.jobs}: auto's dpor phase runs in one process, its pct phase (when dpor "
+            f"does not complete) on {cfg.jobs}"
+        )
+    elif cfg.jobs > 1 and not sharded:
         pr.say(
             f"--jobs {cfg.jobs}: strategy {cfg.strategy} runs in one process (only "
             f"{', '.join(parallel.SHARDED_STRATEGIES)} are split across processes)"
