@@ -1342,7 +1342,7 @@ def explore(
             if rest_exec != 0 and (rest_time is None or rest_time > 0):
                 result.budget_hit = False
                 if cfg.jobs > 1:  # pct's phase on cfg.jobs processes (parallel.py)
-                    from chaossloth import parallel  # noqa: PLC0415 - it imports this module
+                    from chaossloth import parallel  # imported here: it imports this module
 
                     phase = cfg.replace(
                         strategy="pct", max_executions=rest_exec, time_limit=rest_time
