@@ -28,8 +28,9 @@ each execution (of the controlled loop, and each stock-loop run of stage 4) runs
 
 What stays different from the stock loop: a collection inside an execution never reclaims
 objects that existed before it started (a cycle made at import and dropped by the program is
-finalized after the execution, not during it), and a program calling ``gc.freeze()`` or
-``gc.unfreeze()`` itself defeats the isolation.
+finalized after the execution, not during it), ``gc.get_objects()`` inside an execution lists only
+the objects made in it, and a program calling ``gc.freeze()`` or ``gc.unfreeze()`` itself defeats
+the isolation.
 """
 
 from __future__ import annotations
