@@ -363,6 +363,9 @@ def _task_actors(loop: Any) -> dict[int, int]:
     return {id(v): a for a, v in loop._cs_actors().items() if asyncio.isfuture(v)}
 
 
+#: asyncio's pure-Python Future, the base of every tracked task (sync.RecordingTask)
+_PyFuture: type = sync._PyFuture
+
 _tracked: list[Any] | None = None
 _tracking_classes: dict[type, type] = {}
 
@@ -574,6 +577,12 @@ class _Driver:
         self.config = config
         self.oracle = oracle
         self.names = _Names(explorer)
+        #: actor id -> its Step: a step's name depends only on the names' tables (kinds and
+        #: descriptions), which change only in _learn_actors, which empties this cache then
+        self._step_cache: dict[int, Step] = {}
+        #: the explorer's actor table so far: interning only ever appends (an actor's path
+        #: never changes), so each execution reads only the actors interned since the last
+        self._paths: list[tuple[int | None, int]] = []
 
     # -- loop setup ------------------------------------------------------------------------
 
@@ -596,20 +605,27 @@ class _Driver:
         actors = list(actors)
         if all(a in self.names.kinds for a in actors):
             return
+        self._step_cache.clear()
         self.names.kinds.update(loop._cs_actor_kinds)
         self.names.describe_from(loop, actors)
 
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[None]:
+        """The capture of asyncio's primitives (``sync.install``), installed once for every
+        execution this driver runs inside the block, not once per execution: its ~70 class
+        attribute sets cost more than a small execution.  Between two executions the wrappers
+        stay installed; there they record nothing (no explorer attached), and the runner's
+        own code between executions (oracle, callbacks) sees the primitives behave as usual
+        (a wrapper calls the original and returns what it returns)."""
+        with sync.installed():
+            yield
+
     def _install(self) -> Callable[[], None]:
-        """Installs the capture of asyncio's primitives and clears the hooks' names for one
-        execution; returns what undoes both."""
-        token = sync.install()
+        """Clears the hooks' names for one execution; returns what clears them again."""
+        if not sync.is_installed():  # pragma: no cover - run() is only called in capturing()
+            raise RuntimeError("an execution runs with the asyncio capture installed")
         _core.hooks_reset()
-
-        def run_undo() -> None:
-            _core.hooks_reset()
-            sync.uninstall(token)
-
-        return run_undo
+        return _core.hooks_reset
 
     # -- one execution ---------------------------------------------------------------------
 
@@ -821,11 +837,14 @@ class _Driver:
         found: list[tuple[Any, str, BaseException]] = []
         for fut, exc in handler.unretrieved:
             found.append((fut, "unretrieved", exc))
+        # the tracked tasks are recording tasks and no step is open: their observations
+        # would record nothing, so the pure-Python Future's own methods are called directly
+        done, cancelled, exception = _PyFuture.done, _PyFuture.cancelled, _PyFuture.exception
         for t in tasks:
-            if not t.done() or t.cancelled():
+            if not done(t) or cancelled(t):
                 continue
             unretrieved = bool(getattr(t, "_log_traceback", False))
-            exc = t.exception()  # marks it retrieved: no log when it dies
+            exc = exception(t)  # marks it retrieved: no log when it dies
             if exc is None:
                 continue
             if unretrieved:
@@ -862,11 +881,12 @@ class _Driver:
         """Closes the coroutines of tasks an aborted execution left pending, now, while no
         explorer is attached: if the garbage collector closed them later, their `finally`
         blocks would run (and record accesses) in the middle of another execution."""
+        done, cancelled, exception = _PyFuture.done, _PyFuture.cancelled, _PyFuture.exception
         for t in tasks:
             try:
-                if t.done():
-                    if not t.cancelled() and getattr(t, "_log_traceback", False):
-                        t.exception()
+                if done(t):
+                    if not cancelled(t) and getattr(t, "_log_traceback", False):
+                        exception(t)
                     continue
                 coro = t.get_coro()
                 if coro is not None:
@@ -874,25 +894,42 @@ class _Driver:
             except BaseException:  # noqa: BLE001, S110 - the user's `finally` blocks; the
                 pass  # execution is over and judged already
 
+    def _steps(self, sched: Sequence[int]) -> list[Step]:
+        """The schedule's steps with their names (one Step object per actor, shared)."""
+        cache = self._step_cache
+        try:
+            return [cache[a] for a in sched]
+        except KeyError:
+            pass
+        name = self.names.name
+        out = []
+        for a in sched:
+            st = cache.get(a)
+            if st is None:
+                st = cache[a] = Step(a, name(a))
+            out.append(st)
+        return out
+
     def _record(
         self, loop: Any, detailed: bool
     ) -> tuple[list[Step], list[tuple[int | None, int]], list[Any] | None, Any, int]:
         ex = self.explorer
         sched = ex.schedule()
         self._learn_actors(loop, set(sched))
-        steps = [Step(a, self.names.name(a)) for a in sched]
+        steps = self._steps(sched)
         n_actors = max(sched, default=-1) + 1
-        paths: list[tuple[int | None, int]] = []
-        a = 0
+        known = self._paths
+        a = len(known)
         while True:
             try:
                 p = ex.actor_path(a)
             except ValueError:
                 break
-            paths.append((p[0], p[1]))
+            known.append((p[0], p[1]))
             a += 1
-        if len(paths) < n_actors:  # pragma: no cover - actor_path covers every interned id
+        if len(known) < n_actors:  # pragma: no cover - actor_path covers every interned id
             raise RuntimeError("actor table shorter than the schedule")
+        paths = list(known)
         # the loop records, per step, the index of its choice in the enabled list (0: the
         # default order's step); every other choice is a deviation
         devs = sum(1 for c in loop._cs_choices if c)
@@ -1044,7 +1081,8 @@ def run_once(
     driver = _Driver(factory, ex, cfg, oracle)
     if not ex.begin():  # pragma: no cover - a fresh explorer always has one execution
         raise RuntimeError("the engine refused to start an execution")
-    result = driver.run(0, detailed=detailed)
+    with driver.capturing():
+        result = driver.run(0, detailed=detailed)
     if _Interrupts.watchdog:
         raise _errors.InputError(
             f"an execution of the program ran past the time limit of {_Interrupts.limit:g}s "
@@ -1108,19 +1146,20 @@ def _explore_one(
     started = time.monotonic()
     index = result.executions
     try:
-        _explore_loop(
-            ex,
-            driver,
-            cfg,
-            strategy,
-            max_executions,
-            time_limit,
-            index,
-            started,
-            progress=progress,
-            result=result,
-            on_execution=on_execution,
-        )
+        with driver.capturing():
+            _explore_loop(
+                ex,
+                driver,
+                cfg,
+                strategy,
+                max_executions,
+                time_limit,
+                index,
+                started,
+                progress=progress,
+                result=result,
+                on_execution=on_execution,
+            )
     except KeyboardInterrupt:
         if _Interrupts.user or not _Interrupts.watchdog:
             raise
