@@ -366,22 +366,16 @@ def _task_actors(loop: Any) -> dict[int, int]:
 #: asyncio's pure-Python Future, the base of every tracked task (sync.RecordingTask)
 _PyFuture: type = sync._PyFuture
 
-_tracked: list[Any] | None = None
 _tracking_classes: dict[type, type] = {}
 
 
 def _tracking_task_class(base: type) -> type:
-    """A subclass of `base` that keeps every task of the current execution (strongly) in
-    `_tracked`, so that the execution's end can judge each task even if it was dropped."""
+    """A subclass of `base` (a sync.RecordingTask) whose tasks the runner tracks: RecordingTask
+    appends every task to ``sync.tracker``, which run() sets to the execution's list.  The
+    subclass adds nothing but its name, which task reprs show."""
     cls = _tracking_classes.get(base)
     if cls is None:
-
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            base.__init__(self, *args, **kwargs)
-            if _tracked is not None:
-                _tracked.append(self)
-
-        cls = type(f"Tracked{base.__name__}", (base,), {"__init__": __init__})
+        cls = type(f"Tracked{base.__name__}", (base,), {})
         _tracking_classes[base] = cls
     return cls
 
@@ -631,14 +625,13 @@ class _Driver:
 
     def run(self, index: int, *, detailed: bool) -> ExecutionResult:
         """Runs one execution (explorer.begin() has returned True)."""
-        global _tracked
         tasks: list[Any] = []
-        _tracked = tasks
+        sync.tracker = tasks
         try:
             with watched():
                 return self._run(index, detailed, tasks)
         finally:
-            _tracked = None
+            sync.tracker = None
             tasks.clear()
 
     def _run(self, index: int, detailed: bool, tasks: list[Any]) -> ExecutionResult:

@@ -194,6 +194,12 @@ _F = {n: _fsite("Future", n) for n in (
 _T = {n: _fsite("Task", n) for n in _F}
 
 
+#: when a list: every RecordingTask created is appended to it (strongly held), so that the end
+#: of an execution can judge each of its tasks even if the program dropped it (the runner sets
+#: it for the time of one execution)
+tracker: list[Any] | None = None
+
+
 class RecordingFuture(_PyFuture):  # type: ignore[misc, valid-type]
     """asyncio's pure-Python Future whose state changes and observations are accesses."""
 
@@ -246,6 +252,8 @@ class RecordingTask(_PyTask):  # type: ignore[misc, valid-type]
     def __init__(self, coro: Any, *, loop: Any = None, name: Any = None, context: Any = None):
         _PyTask.__init__(self, coro, loop=loop, name=name, context=context)
         _record(self, W | CREATED, _T["create"])
+        if tracker is not None:
+            tracker.append(self)
 
     def _Future__schedule_callbacks(self) -> None:
         _record(self, W, _T["complete"])
