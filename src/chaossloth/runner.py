@@ -2,8 +2,9 @@
 execution with the oracles.
 
 One execution = a fresh :class:`~chaossloth.loop.ControlledLoop` with the engine's explorer
-attached, the recording future/task classes of ``capture.sync`` set on it, the asyncio
-primitives' capture installed, the access hooks reset; the scenario runs as the root task
+attached, the recording future/task classes of ``capture.sync`` set on it, the access hooks
+reset (the asyncio primitives' capture is installed once for the whole exploration phase, see
+``_Driver.capturing``); the scenario runs as the root task
 (actor ``main``); when it returns, the tasks it left behind are cancelled and run to completion,
 as ``asyncio.run`` does.  The execution is then classified:
 
@@ -19,6 +20,9 @@ as ``asyncio.run`` does.  The execution is then classified:
 
 The exploration keeps only the first failure and the *minimal* failing schedule (fewest
 deviations from the default order), so memory stays flat whatever the number of executions.
+Step names and the actor table are built once per actor and shared by the executions' results;
+under random, pct and pos the oracle's verdict of a schedule already judged is reused
+(``_Driver._judge``: why that is sound).
 The minimal schedule is re-run once at the end to record its full trace and await sites.
 """
 
