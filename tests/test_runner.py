@@ -266,6 +266,102 @@ def test_workload_serializability(tmp_path: Path) -> None:
     assert f.kind == "oracle" and "not serializable" in f.message and "6" in f.message
 
 
+def _judged(prog: scenario.Program, strategy: str) -> tuple[int, list[Any]]:
+    """(oracle calls, per execution (schedule, oracle message or None)) of 60 executions."""
+    calls = [0]
+
+    def oracle(value: Any) -> Any:
+        calls[0] += 1
+        return prog.oracle(value)  # type: ignore[misc]
+
+    seen: list[Any] = []
+    runner.explore(
+        prog.factory,
+        strategy=strategy,
+        seed=3,
+        max_executions=60,
+        stop_on_failure=False,
+        detail_failure=False,
+        oracle=oracle,
+        on_execution=lambda r: seen.append(
+            (tuple(r.schedule), r.failure.message if r.failure else None)
+        ),
+    )
+    return calls[0], seen
+
+
+@pytest.mark.parametrize("strategy", ["random", "pct", "pos"])
+def test_sampling_reuses_the_verdict_of_a_repeated_schedule(tmp_path: Path, strategy: str) -> None:
+    src = """\
+    import asyncio
+
+    class Server:
+        def __init__(self):
+            self.n = 0
+
+        async def handle(self):
+            cur = self.n
+            await asyncio.sleep(0)
+            self.n = cur + 1
+    """
+    prog = scenario.load_workload(_write(tmp_path, "srv.py", src), "Server", "handle", 2, "", "")
+    calls, seen = _judged(prog, strategy)
+    distinct = {sched for sched, _ in seen}
+    assert len(seen) == 60 and len(distinct) < 60  # the sample repeats schedules
+    # the oracle judged each schedule once, and a repeated schedule got the same verdict
+    assert calls == len(distinct)
+    verdicts = {}
+    for sched, msg in seen:
+        assert verdicts.setdefault(sched, msg) == msg
+    assert any(msg is not None for _, msg in seen)  # the lost update: some verdicts fail
+
+
+def test_dpor_judges_every_execution(tmp_path: Path) -> None:
+    src = """\
+    import asyncio
+
+    class Server:
+        def __init__(self):
+            self.n = 0
+
+        async def handle(self):
+            cur = self.n
+            await asyncio.sleep(0)
+            self.n = cur + 1
+    """
+    prog = scenario.load_workload(_write(tmp_path, "srv.py", src), "Server", "handle", 2, "", "")
+    calls, seen = _judged(prog, "dpor")
+    assert calls == len(seen) > 1
+
+
+def test_capture_installed_once_per_exploration_and_removed(
+    lost_update: scenario.Program, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chaossloth.capture import sync
+
+    installs = [0]
+    real = sync.install
+
+    def counting() -> int:
+        installs[0] += 1
+        return real()
+
+    monkeypatch.setattr(sync, "install", counting)
+    lock_acquire = asyncio.Lock.__dict__["acquire"]
+    res = runner.explore(
+        lost_update.factory,
+        strategy="random",
+        seed=0,
+        max_executions=20,
+        stop_on_failure=False,
+        detail_failure=False,
+    )
+    assert res.executions == 20 and res.failed
+    assert installs[0] == 1
+    assert not sync.is_installed()
+    assert asyncio.Lock.__dict__["acquire"] is lock_acquire
+
+
 # ------------------------------------------------------------------ exploration
 
 

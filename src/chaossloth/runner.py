@@ -2,8 +2,9 @@
 execution with the oracles.
 
 One execution = a fresh :class:`~chaossloth.loop.ControlledLoop` with the engine's explorer
-attached, the recording future/task classes of ``capture.sync`` set on it, the asyncio
-primitives' capture installed, the access hooks reset; the scenario runs as the root task
+attached, the recording future/task classes of ``capture.sync`` set on it, the access hooks
+reset (the asyncio primitives' capture is installed once for the whole exploration phase, see
+``_Driver.capturing``); the scenario runs as the root task
 (actor ``main``); when it returns, the tasks it left behind are cancelled and run to completion,
 as ``asyncio.run`` does.  The execution is then classified:
 
@@ -19,6 +20,9 @@ as ``asyncio.run`` does.  The execution is then classified:
 
 The exploration keeps only the first failure and the *minimal* failing schedule (fewest
 deviations from the default order), so memory stays flat whatever the number of executions.
+Step names and the actor table are built once per actor and shared by the executions' results;
+under random, pct and pos the oracle's verdict of a schedule already judged is reused
+(``_Driver._judge``: why that is sound).
 The minimal schedule is re-run once at the end to record its full trace and await sites.
 """
 
@@ -36,7 +40,7 @@ import time
 import traceback
 from array import array
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -411,22 +415,19 @@ def _task_actors(loop: Any) -> dict[int, int]:
     return {id(v): a for a, v in loop._cs_actors().items() if asyncio.isfuture(v)}
 
 
-_tracked: list[Any] | None = None
+#: asyncio's pure-Python Future, the base of every tracked task (sync.RecordingTask)
+_PyFuture: type = sync._PyFuture
+
 _tracking_classes: dict[type, type] = {}
 
 
 def _tracking_task_class(base: type) -> type:
-    """A subclass of `base` that keeps every task of the current execution (strongly) in
-    `_tracked`, so that the execution's end can judge each task even if it was dropped."""
+    """A subclass of `base` (a sync.RecordingTask) whose tasks the runner tracks: RecordingTask
+    appends every task to ``sync.tracker``, which run() sets to the execution's list.  The
+    subclass adds nothing but its name, which task reprs show."""
     cls = _tracking_classes.get(base)
     if cls is None:
-
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            base.__init__(self, *args, **kwargs)
-            if _tracked is not None:
-                _tracked.append(self)
-
-        cls = type(f"Tracked{base.__name__}", (base,), {"__init__": __init__})
+        cls = type(f"Tracked{base.__name__}", (base,), {})
         _tracking_classes[base] = cls
     return cls
 
@@ -606,6 +607,14 @@ def deviations_from_trace(trace: Sequence[Any]) -> int:
 # ------------------------------------------------------------------ one execution
 
 
+#: the strategies whose executions may repeat a schedule, so that _Driver._judge reuses the
+#: oracle's verdict of an earlier execution with the same schedule
+CACHED_VERDICT_STRATEGIES = ("random", "pct", "pos")
+#: the steps of the schedules whose verdict one exploration phase keeps (beyond it, verdicts
+#: are not stored: the cache's memory stays bounded, a few MB)
+VERDICT_CACHE_STEPS = 500_000
+
+
 class _Driver:
     """Runs executions of one scenario against one explorer (step budget and timer mode from
     `config`, judged by `oracle` besides the built-in checks)."""
@@ -622,6 +631,18 @@ class _Driver:
         self.config = config
         self.oracle = oracle
         self.names = _Names(explorer)
+        #: actor id -> its Step: a step's name depends only on the names' tables (kinds and
+        #: descriptions), which change only in _learn_actors, which empties this cache then
+        self._step_cache: dict[int, Step] = {}
+        #: schedule -> the oracle's verdict, for the sampling strategies (see _judge); None:
+        #: no cache
+        self._verdicts: dict[tuple[int, ...], Failure | None] | None = (
+            {} if oracle is not None and explorer.strategy in CACHED_VERDICT_STRATEGIES else None
+        )
+        self._verdict_steps = 0
+        #: the explorer's actor table so far: interning only ever appends (an actor's path
+        #: never changes), so each execution reads only the actors interned since the last
+        self._paths: list[tuple[int | None, int]] = []
 
     # -- loop setup ------------------------------------------------------------------------
 
@@ -644,33 +665,39 @@ class _Driver:
         actors = list(actors)
         if all(a in self.names.kinds for a in actors):
             return
+        self._step_cache.clear()
         self.names.kinds.update(loop._cs_actor_kinds)
         self.names.describe_from(loop, actors)
 
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[None]:
+        """The capture of asyncio's primitives (``sync.install``), installed once for every
+        execution this driver runs inside the block, not once per execution: its ~70 class
+        attribute sets cost more than a small execution.  Between two executions the wrappers
+        stay installed; there they record nothing (no explorer attached), and the runner's
+        own code between executions (oracle, callbacks) sees the primitives behave as usual
+        (a wrapper calls the original and returns what it returns)."""
+        with sync.installed():
+            yield
+
     def _install(self) -> Callable[[], None]:
-        """Installs the capture of asyncio's primitives and clears the hooks' names for one
-        execution; returns what undoes both."""
-        token = sync.install()
+        """Clears the hooks' names for one execution; returns what clears them again."""
+        if not sync.is_installed():  # pragma: no cover - run() is only called in capturing()
+            raise RuntimeError("an execution runs with the asyncio capture installed")
         _core.hooks_reset()
-
-        def run_undo() -> None:
-            _core.hooks_reset()
-            sync.uninstall(token)
-
-        return run_undo
+        return _core.hooks_reset
 
     # -- one execution ---------------------------------------------------------------------
 
     def run(self, index: int, *, detailed: bool) -> ExecutionResult:
         """Runs one execution (explorer.begin() has returned True)."""
-        global _tracked
         tasks: list[Any] = []
-        _tracked = tasks
+        sync.tracker = tasks
         try:
             with watched():
                 return self._run(index, detailed, tasks)
         finally:
-            _tracked = None
+            sync.tracker = None
             tasks.clear()
 
     def _run(self, index: int, detailed: bool, tasks: list[Any]) -> ExecutionResult:
@@ -719,11 +746,12 @@ class _Driver:
                 self._close_leftovers(tasks)
                 undo()
                 asyncio.set_event_loop(old_loop)
+        sched = ex.schedule()
         if failure is None and not aborted and self.oracle is not None:
-            failure = _run_oracle(self.oracle, value)
+            failure = self._judge(sched, value)
         outcome = ABORTED if aborted else (FAILED if failure is not None else OK)
         timers_pending = loop._cs_timer_count
-        steps, paths, trace, sites, devs = self._record(loop, detailed)
+        steps, paths, trace, sites, devs = self._record(loop, detailed, sched)
         code = {
             OK: _core.OUTCOME_OK,
             FAILED: _core.OUTCOME_FAILED,
@@ -870,11 +898,14 @@ class _Driver:
         found: list[tuple[Any, str, BaseException]] = []
         for fut, exc in handler.unretrieved:
             found.append((fut, "unretrieved", exc))
+        # the tracked tasks are recording tasks and no step is open: their observations
+        # would record nothing, so the pure-Python Future's own methods are called directly
+        done, cancelled, exception = _PyFuture.done, _PyFuture.cancelled, _PyFuture.exception
         for t in tasks:
-            if not t.done() or t.cancelled():
+            if not done(t) or cancelled(t):
                 continue
             unretrieved = bool(getattr(t, "_log_traceback", False))
-            exc = t.exception()  # marks it retrieved: no log when it dies
+            exc = exception(t)  # marks it retrieved: no log when it dies
             if exc is None:
                 continue
             if unretrieved:
@@ -911,11 +942,12 @@ class _Driver:
         """Closes the coroutines of tasks an aborted execution left pending, now, while no
         explorer is attached: if the garbage collector closed them later, their `finally`
         blocks would run (and record accesses) in the middle of another execution."""
+        done, cancelled, exception = _PyFuture.done, _PyFuture.cancelled, _PyFuture.exception
         for t in tasks:
             try:
-                if t.done():
-                    if not t.cancelled() and getattr(t, "_log_traceback", False):
-                        t.exception()
+                if done(t):
+                    if not cancelled(t) and getattr(t, "_log_traceback", False):
+                        exception(t)
                     continue
                 coro = t.get_coro()
                 if coro is not None:
@@ -923,25 +955,68 @@ class _Driver:
             except BaseException:  # noqa: BLE001, S110 - the user's `finally` blocks; the
                 pass  # execution is over and judged already
 
+    def _steps(self, sched: Sequence[int]) -> list[Step]:
+        """The schedule's steps with their names (one Step object per actor, shared)."""
+        cache = self._step_cache
+        try:
+            return [cache[a] for a in sched]
+        except KeyError:
+            pass
+        name = self.names.name
+        out = []
+        for a in sched:
+            st = cache.get(a)
+            if st is None:
+                st = cache[a] = Step(a, name(a))
+            out.append(st)
+        return out
+
+    def _judge(self, sched: list[int], value: Any) -> Failure | None:
+        """The oracle's verdict on the execution's value; for the sampling strategies, the
+        verdict of an earlier execution that ran the same schedule when there is one.
+
+        Why that is sound: the schedule is the whole order of the execution's steps under this
+        explorer's actor table (not a summary of the captured accesses, as the trace
+        fingerprint is), and the runner's premise is that a schedule determines the execution
+        (a replay reproduces it; a program that does otherwise is nondeterministic, an input
+        error stages 1 and 3 check).  So the same schedule returns the same value and the
+        oracle, a function of that value, gives the same verdict.  Only the verdict is reused:
+        every other check (exceptions, unretrieved ones, deadlock, the step budget) runs in
+        every execution.  DPOR and exhaustive never repeat a schedule, and replay runs one, so
+        only random, pct and pos ever hit (at K = 2 on the seed workload, 3,000 random
+        executions run 40 distinct schedules)."""
+        cache = self._verdicts
+        if cache is None:
+            return _run_oracle(self.oracle, value)  # type: ignore[arg-type]
+        key = tuple(sched)
+        if key in cache:
+            known = cache[key]
+        else:
+            known = _run_oracle(self.oracle, value)  # type: ignore[arg-type]
+            if self._verdict_steps + len(key) <= VERDICT_CACHE_STEPS:
+                cache[key] = known
+                self._verdict_steps += len(key)
+        return None if known is None else replace(known, details=dict(known.details))
+
     def _record(
-        self, loop: Any, detailed: bool
+        self, loop: Any, detailed: bool, sched: list[int]
     ) -> tuple[list[Step], list[tuple[int | None, int]], list[Any] | None, Any, int]:
         ex = self.explorer
-        sched = ex.schedule()
         self._learn_actors(loop, set(sched))
-        steps = [Step(a, self.names.name(a)) for a in sched]
+        steps = self._steps(sched)
         n_actors = max(sched, default=-1) + 1
-        paths: list[tuple[int | None, int]] = []
-        a = 0
+        known = self._paths
+        a = len(known)
         while True:
             try:
                 p = ex.actor_path(a)
             except ValueError:
                 break
-            paths.append((p[0], p[1]))
+            known.append((p[0], p[1]))
             a += 1
-        if len(paths) < n_actors:  # pragma: no cover - actor_path covers every interned id
+        if len(known) < n_actors:  # pragma: no cover - actor_path covers every interned id
             raise RuntimeError("actor table shorter than the schedule")
+        paths = list(known)
         # the loop records, per step, the index of its choice in the enabled list (0: the
         # default order's step); every other choice is a deviation
         devs = sum(1 for c in loop._cs_choices if c)
@@ -1093,7 +1168,8 @@ def run_once(
     driver = _Driver(factory, ex, cfg, oracle)
     if not ex.begin():  # pragma: no cover - a fresh explorer always has one execution
         raise RuntimeError("the engine refused to start an execution")
-    result = driver.run(0, detailed=detailed)
+    with driver.capturing():
+        result = driver.run(0, detailed=detailed)
     if _Interrupts.watchdog:
         raise _errors.InputError(
             f"an execution of the program ran past the time limit of {_Interrupts.limit:g}s "
@@ -1159,19 +1235,20 @@ def _explore_one(
     started = time.monotonic()
     index = result.executions
     try:
-        _explore_loop(
-            ex,
-            driver,
-            cfg,
-            strategy,
-            max_executions,
-            time_limit,
-            index,
-            started,
-            progress=progress,
-            result=result,
-            on_execution=on_execution,
-        )
+        with driver.capturing():
+            _explore_loop(
+                ex,
+                driver,
+                cfg,
+                strategy,
+                max_executions,
+                time_limit,
+                index,
+                started,
+                progress=progress,
+                result=result,
+                on_execution=on_execution,
+            )
     except KeyboardInterrupt:
         if _Interrupts.user or not _Interrupts.watchdog:
             raise

@@ -194,48 +194,54 @@ _F = {n: _fsite("Future", n) for n in (
 _T = {n: _fsite("Task", n) for n in _F}
 
 
+#: when a list: every RecordingTask created is appended to it (strongly held), so that the end
+#: of an execution can judge each of its tasks even if the program dropped it (the runner sets
+#: it for the time of one execution)
+tracker: list[Any] | None = None
+
+
 class RecordingFuture(_PyFuture):  # type: ignore[misc, valid-type]
     """asyncio's pure-Python Future whose state changes and observations are accesses."""
 
     def __init__(self, *, loop: Any = None) -> None:
-        super().__init__(loop=loop)
+        _PyFuture.__init__(self, loop=loop)
         _record(self, W | CREATED, _F["create"])
 
     def set_result(self, result: Any) -> None:
         _record(self, W, _F["set_result"])
-        super().set_result(result)
+        _PyFuture.set_result(self, result)
 
     def set_exception(self, exception: Any) -> None:
         _record(self, W, _F["set_exception"])
-        super().set_exception(exception)
+        _PyFuture.set_exception(self, exception)
 
     def cancel(self, msg: Any = None) -> bool:
         _record(self, W, _F["cancel"])
-        return super().cancel(msg=msg)
+        return _PyFuture.cancel(self, msg=msg)
 
     def add_done_callback(self, fn: Callable[..., Any], *, context: Any = None) -> None:
         _record(self, W, _F["add_done_callback"])
-        super().add_done_callback(fn, context=context)
+        _PyFuture.add_done_callback(self, fn, context=context)
 
     def remove_done_callback(self, fn: Callable[..., Any]) -> int:
         _record(self, W, _F["remove_done_callback"])
-        return super().remove_done_callback(fn)
+        return _PyFuture.remove_done_callback(self, fn)
 
     def done(self) -> bool:
         _record(self, R, _F["done"])
-        return super().done()
+        return _PyFuture.done(self)
 
     def result(self) -> Any:
         _record(self, R, _F["result"])
-        return super().result()
+        return _PyFuture.result(self)
 
     def exception(self) -> Any:
         _record(self, R, _F["exception"])
-        return super().exception()
+        return _PyFuture.exception(self)
 
     def cancelled(self) -> bool:
         _record(self, R, _F["cancelled"])
-        return super().cancelled()
+        return _PyFuture.cancelled(self)
 
 
 class RecordingTask(_PyTask):  # type: ignore[misc, valid-type]
@@ -244,37 +250,39 @@ class RecordingTask(_PyTask):  # type: ignore[misc, valid-type]
     completion is recorded where every completion goes: scheduling the done-callbacks."""
 
     def __init__(self, coro: Any, *, loop: Any = None, name: Any = None, context: Any = None):
-        super().__init__(coro, loop=loop, name=name, context=context)
+        _PyTask.__init__(self, coro, loop=loop, name=name, context=context)
         _record(self, W | CREATED, _T["create"])
+        if tracker is not None:
+            tracker.append(self)
 
     def _Future__schedule_callbacks(self) -> None:
         _record(self, W, _T["complete"])
-        super()._Future__schedule_callbacks()  # type: ignore[misc]
+        _PyTask._Future__schedule_callbacks(self)  # type: ignore[misc]
 
     def cancel(self, msg: Any = None) -> bool:
         _record(self, W, _T["cancel"])
-        return super().cancel(msg=msg)
+        return _PyTask.cancel(self, msg=msg)
 
     def add_done_callback(self, fn: Callable[..., Any], *, context: Any = None) -> None:
         _record(self, W, _T["add_done_callback"])
-        super().add_done_callback(fn, context=context)
+        _PyTask.add_done_callback(self, fn, context=context)
 
     def remove_done_callback(self, fn: Callable[..., Any]) -> int:
         _record(self, W, _T["remove_done_callback"])
-        return super().remove_done_callback(fn)
+        return _PyTask.remove_done_callback(self, fn)
 
     def done(self) -> bool:
         _record(self, R, _T["done"])
-        return super().done()
+        return _PyTask.done(self)
 
     def result(self) -> Any:
         _record(self, R, _T["result"])
-        return super().result()
+        return _PyTask.result(self)
 
     def exception(self) -> Any:
         _record(self, R, _T["exception"])
-        return super().exception()
+        return _PyTask.exception(self)
 
     def cancelled(self) -> bool:
         _record(self, R, _T["cancelled"])
-        return super().cancelled()
+        return _PyTask.cancelled(self)

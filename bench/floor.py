@@ -1,0 +1,274 @@
+"""ChaosSloth's executions per second against the bare-coroutine floor, side by side in one run.
+
+The floor drives the very same coroutine functions by hand: the workload's source is executed a
+second time with ``asyncio`` replaced by a stand-in whose ``sleep`` is one bare yield and whose
+``Lock`` is a yielding spin lock, and each execution creates fresh objects and fresh coroutines
+and sends ``None`` into them round-robin until all have returned (no loop, no recording).  It is
+the cost of the program's own Python code, the bound no scheduler can beat.
+
+ChaosSloth runs the same workload loaded through the capture instrumentation (recording on:
+every step goes through the engine) with ``runner.explore`` under ``random`` and ``dpor``,
+without stopping at failures, the failure not re-run in detail (``detail_failure=False``).  A
+DPOR exploration that completes before the row's time is up is started again, so its rate is
+measured over the same time as the others'.
+
+Workloads:
+  seed K     K concurrent ``MultiResourceServer.handle_request('audit')`` of tests/targets (the
+             --cls/--method workload with its serializability oracle), K = 2..5
+  gather100  100 tasks in one ``asyncio.gather``, each reads a shared counter, yields, writes it
+  locks      4 tasks, each taking one ``asyncio.Lock`` 5 times around a read-yield-write
+
+Prints executions/s of each and the ratio ChaosSloth/floor in time per execution (lower is
+better; the goal of issue 14 is <= 10 on the seed workload with DPOR).  Usage:
+    python bench/floor.py [--seconds S] [--kmax K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import types
+from collections.abc import Callable, Coroutine, Generator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "tests" / "targets" / "test_multi_resource.py"
+
+#: the gather and lock workloads: a scenario file ChaosSloth loads, and the floor executes with
+#: its stand-in asyncio
+PROGRAMS = """\
+import asyncio
+
+
+class Shared:
+    def __init__(self):
+        self.n = 0
+
+
+async def bump(s):
+    x = s.n
+    await asyncio.sleep(0)
+    s.n = x + 1
+
+
+async def gather100():
+    s = Shared()
+    await asyncio.gather(*[bump(s) for _ in range(100)])
+
+
+async def locked_bumps(s, lock):
+    for _ in range(5):
+        async with lock:
+            x = s.n
+            await asyncio.sleep(0)
+            s.n = x + 1
+
+
+async def locks():
+    s = Shared()
+    lock = asyncio.Lock()
+    await asyncio.gather(*[locked_bumps(s, lock) for _ in range(4)])
+    assert s.n == 20
+"""
+
+
+# ------------------------------------------------------------------ the floor
+
+
+@types.coroutine
+def _yield_once() -> Generator[None, None, None]:
+    yield
+
+
+async def _sleep(delay: float = 0, result: Any = None) -> Any:
+    await _yield_once()
+    return result
+
+
+class _SpinLock:
+    """A lock for coroutines driven by hand: acquire yields while it is held."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    async def __aenter__(self) -> None:
+        while self.held:
+            await _yield_once()
+        self.held = True
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.held = False
+
+
+_FAKE_ASYNCIO = types.SimpleNamespace(sleep=_sleep, Lock=_SpinLock)
+
+
+def floor_namespace(source: str, filename: str) -> dict[str, Any]:
+    """The module's definitions, executed with the stand-in asyncio (``import asyncio`` is
+    answered from a private sys.modules entry for the time of the exec)."""
+    ns: dict[str, Any] = {"__name__": "floor_" + Path(filename).stem}
+    saved = sys.modules["asyncio"]
+    sys.modules["asyncio"] = _FAKE_ASYNCIO  # type: ignore[assignment]
+    try:
+        exec(compile(source, filename, "exec"), ns)  # noqa: S102 - the bench's own workloads
+    finally:
+        sys.modules["asyncio"] = saved
+    return ns
+
+
+def drive(coros: list[Coroutine[Any, Any, Any]]) -> None:
+    """Runs the coroutines to the end, one send each round-robin."""
+    live = list(coros)
+    while live:
+        still = []
+        for c in live:
+            try:
+                c.send(None)
+            except StopIteration:
+                continue
+            still.append(c)
+        live = still
+
+
+def floor_rate(one: Callable[[], None], seconds: float) -> float:
+    """Executions per second of `one` (a whole execution, fresh objects)."""
+    n = 0
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    while True:
+        for _ in range(50):
+            one()
+        n += 50
+        now = time.perf_counter()
+        if now >= deadline:
+            return n / (now - t0)
+
+
+def seed_floor(k: int) -> Callable[[], None]:
+    ns = floor_namespace(SEED.read_text(), str(SEED))
+    server_cls = ns["MultiResourceServer"]
+
+    def one() -> None:
+        server = server_cls()
+        drive([server.handle_request("audit") for _ in range(k)])
+        # the oracle's share of the floor: the final state compared with the serial one
+        _ = server.sessions["audit"] == k and server.counters["audit"] == 10 * k
+
+    return one
+
+
+def gather_floor(ns: dict[str, Any]) -> Callable[[], None]:
+    shared, bump = ns["Shared"], ns["bump"]
+
+    def one() -> None:
+        s = shared()
+        drive([bump(s) for _ in range(100)])
+
+    return one
+
+
+def locks_floor(ns: dict[str, Any]) -> Callable[[], None]:
+    shared, locked_bumps, lock_cls = ns["Shared"], ns["locked_bumps"], ns["asyncio"].Lock
+
+    def one() -> None:
+        s = shared()
+        lock = lock_cls()
+        drive([locked_bumps(s, lock) for _ in range(4)])
+        assert s.n == 20
+
+    return one
+
+
+# ------------------------------------------------------------------ ChaosSloth
+
+
+def chaossloth_rate(
+    factory: Callable[[], Any], oracle: Any, strategy: str, seconds: float
+) -> tuple[float, int, bool]:
+    """(executions/s, executions, complete) of explorations of `strategy` run back to back for
+    `seconds` (complete: at least one of them was; the last one is cut by the time)."""
+    from chaossloth import runner
+
+    n = 0
+    complete = False
+    t0 = time.perf_counter()
+    while True:
+        left = seconds - (time.perf_counter() - t0)
+        if left <= 0:
+            break
+        r = runner.explore(
+            factory,
+            strategy=strategy,
+            time_limit=left,
+            stop_on_failure=False,
+            oracle=oracle,
+            detail_failure=False,
+        )
+        n += r.executions
+        if not r.complete:
+            break
+        complete = True
+    return n / (time.perf_counter() - t0), n, complete
+
+
+def row(name: str, floor: float, rates: dict[str, tuple[float, int, bool]]) -> None:
+    cells = [f"{name:<11} {floor:>10.0f}"]
+    for strategy in ("random", "dpor"):
+        rate, _, complete = rates[strategy]
+        ratio = floor / rate if rate else float("inf")
+        mark = "*" if strategy == "dpor" and complete else " "
+        cells.append(f"{rate:>9.0f}{mark} {ratio:>7.1f}")
+    print("  ".join(cells), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=3.0, help="time per measurement (3)")
+    ap.add_argument("--kmax", type=int, default=5, help="largest K of the seed workload (5)")
+    args = ap.parse_args(argv)
+
+    from chaossloth import scenario
+    from chaossloth.config import Config
+
+    tmp = Path(tempfile.mkdtemp(prefix="chaossloth-floor-"))
+    programs = tmp / "floor_programs.py"
+    programs.write_text(PROGRAMS)
+    print(
+        f"executions/s, {args.seconds:g}s per cell; ratio = ChaosSloth time per execution / "
+        "floor's (* = DPOR complete, restarted to fill the time)"
+    )
+    print(f"{'workload':<11} {'floor':>10}  {'random':>10} {'ratio':>7}  {'dpor':>10} {'ratio':>7}")
+    for k in range(2, args.kmax + 1):
+        program = scenario.load(
+            str(SEED),
+            Config(cls="MultiResourceServer", method="handle_request", tasks=k, args="'audit'"),
+        )
+        try:
+            floor = floor_rate(seed_floor(k), args.seconds)
+            rates = {
+                s: chaossloth_rate(program.factory, program.oracle, s, args.seconds)
+                for s in ("random", "dpor")
+            }
+        finally:
+            program.release()
+        row(f"seed K={k}", floor, rates)
+    ns = floor_namespace(PROGRAMS, str(programs))
+    for name, make_floor in (("gather100", gather_floor), ("locks", locks_floor)):
+        program = scenario.load(str(programs), Config(scenario=name))
+        try:
+            floor = floor_rate(make_floor(ns), args.seconds)
+            rates = {
+                s: chaossloth_rate(program.factory, program.oracle, s, args.seconds)
+                for s in ("random", "dpor")
+            }
+        finally:
+            program.release()
+        row(name, floor, rates)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
