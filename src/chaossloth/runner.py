@@ -731,7 +731,7 @@ class _Driver:
             if failure is None and not aborted:
                 # asyncio.run: cancel what the scenario left behind, let it finish.
                 try:
-                    self._cancel_leftovers(loop)
+                    self._cancel_leftovers(loop, tasks)
                 except BaseException as exc:
                     failure, aborted, divergence = self._classify(exc, None, loop)
                     if not aborted and failure is None:
@@ -876,8 +876,15 @@ class _Driver:
             info["enabled_names"] = names
         return info
 
-    def _cancel_leftovers(self, loop: Any) -> None:
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    def _cancel_leftovers(self, loop: Any, tasks: list[Any]) -> None:
+        # cancelled in creation order (`tasks`, the execution's tracked tasks; any other task
+        # after them): all_tasks() iterates a WeakSet, whose order follows addresses, and the
+        # order of the cancellations is the order their steps become ready
+        created = {id(t): i for i, t in enumerate(tasks)}
+        pending = sorted(
+            (t for t in asyncio.all_tasks(loop) if not t.done()),
+            key=lambda t: created.get(id(t), len(created)),
+        )
         if pending:
             for t in pending:
                 t.cancel()
