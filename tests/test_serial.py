@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from chaossloth.serial import Call, SerialError, SerialOracle, snapshot
+from chaossloth.serial import MAX_CALLS, Call, SerialError, SerialOracle, snapshot
 
 
 class Counter:
@@ -90,8 +90,15 @@ def test_lost_update_is_not_serializable() -> None:
     calls = [Call("racy")] * 2
     oracle = SerialOracle(Counter, calls, asyncio.run)
     obj, rs = concurrent(Counter, calls)
-    msg = oracle.check(obj, rs)
-    assert msg is not None and "value=1" in msg and "value=2" in msg
+    verdict = oracle.check(obj, rs)
+    assert verdict is not None
+    msg = str(verdict)
+    assert "value=1" in msg and "value=2" in msg
+    assert msg == (
+        "not serializable: after racy() and racy() the object has value=1 and the calls "
+        "returned [1, 1]; no serial order gives that (e.g. one after another: value=2, "
+        "returning [1, 2])"
+    )
 
 
 def test_atomic_update_is_serializable() -> None:
@@ -113,8 +120,7 @@ def test_return_values_are_matched_per_order() -> None:
 
     calls = [Call("take")] * 2
     oracle = SerialOracle(Seq, calls, asyncio.run)
-    oracle.prepare()
-    assert len(oracle.outcomes) == 2  # [1, 2] and [2, 1]
+    assert len(oracle.serial_outcomes()) == 2  # [1, 2] and [2, 1]
     s = Seq()
     s.n = 2
     assert oracle.check(s, [2, 1]) is None
@@ -134,12 +140,11 @@ def test_different_calls_enumerate_orders() -> None:
 
     calls = [Call("add", (2,)), Call("mul", (3,))]
     oracle = SerialOracle(Acc, calls, asyncio.run)
-    oracle.prepare()
-    assert oracle.serial_runs == 2
     for v, ok in ((9, True), (5, True), (3, False)):
         a = Acc()
         a.v = v
         assert (oracle.check(a, [None, None]) is None) is ok
+    assert oracle.serial_runs == 2  # each order of the two calls ran once
 
 
 def test_double_initialisation_is_not_serializable() -> None:
@@ -183,5 +188,6 @@ def test_serial_run_failure_is_reported() -> None:
 
 
 def test_too_many_calls_refused() -> None:
-    with pytest.raises(ValueError):
-        SerialOracle(Counter, [Call("racy")] * 7, asyncio.run)
+    SerialOracle(Counter, [Call("racy")] * MAX_CALLS, asyncio.run)
+    with pytest.raises(ValueError, match=f"at most {MAX_CALLS}"):
+        SerialOracle(Counter, [Call("racy")] * (MAX_CALLS + 1), asyncio.run)
