@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import types
 
 import pytest
 
+from chaossloth import serial
 from chaossloth.serial import MAX_CALLS, Call, SerialError, SerialOracle, snapshot
 
 
@@ -191,3 +194,129 @@ def test_too_many_calls_refused() -> None:
     SerialOracle(Counter, [Call("racy")] * MAX_CALLS, asyncio.run)
     with pytest.raises(ValueError, match=f"at most {MAX_CALLS}"):
         SerialOracle(Counter, [Call("racy")] * (MAX_CALLS + 1), asyncio.run)
+
+
+# ------------------------------------------------------------------ the search's mechanisms
+
+
+class Registry:
+    """Operations whose outcome depends on what the state key must tell apart."""
+
+    def __init__(self) -> None:
+        self.ns: types.SimpleNamespace | None = None
+        self.d: dict[str, int] = {}
+        self.n = 0
+        self.seen = 0
+
+    async def put(self, v: int) -> None:
+        self.ns = types.SimpleNamespace(v=v)  # a C object: no exact state key
+
+    async def get(self) -> int:
+        assert self.ns is not None
+        return self.ns.v
+
+    async def key(self, k: str) -> None:
+        self.d[k] = 0
+
+    async def first(self) -> str:
+        self.seen = len(self.d)
+        return next(iter(self.d), "")  # the dict's insertion order, which snapshots do not show
+
+    async def fresh(self) -> list[int]:
+        self.n += 1
+        return [self.n]
+
+
+def serial_run(factory, calls, order):
+    async def go():
+        obj = factory()
+        by_index = [None] * len(calls)
+        for i in order:
+            by_index[i] = await getattr(obj, calls[i].method)(*calls[i].args)
+        return obj, by_index
+
+    return asyncio.run(go())
+
+
+def test_states_without_exact_key_are_not_merged() -> None:
+    # put(1), put(2) in either order differ only inside a SimpleNamespace; only the order
+    # put(2), put(1), get() gives v == 1 with get() returning 1
+    calls = [Call("put", (1,)), Call("put", (2,)), Call("get")]
+    oracle = SerialOracle(Registry, calls, asyncio.run)
+    assert oracle.check(*serial_run(Registry, calls, [1, 0, 2])) is None
+    obj, results = serial_run(Registry, calls, [1, 0, 2])
+    obj.ns.v = 3
+    assert oracle.check(obj, results) is not None
+
+
+def test_dict_insertion_order_is_part_of_the_state() -> None:
+    # key('x'), key('y') in either order give equal snapshots, but first() tells them apart
+    calls = [Call("key", ("x",)), Call("key", ("y",)), Call("first")]
+    oracle = SerialOracle(Registry, calls, asyncio.run)
+    for order in itertools.permutations(range(3)):
+        assert oracle.check(*serial_run(Registry, calls, list(order))) is None, order
+
+
+def test_mutable_results_may_go_to_any_call_of_their_signature() -> None:
+    calls = [Call("fresh")] * 3
+    oracle = SerialOracle(Registry, calls, asyncio.run)
+    for order in itertools.permutations(range(3)):
+        assert oracle.check(*serial_run(Registry, calls, list(order))) is None, order
+    obj, results = serial_run(Registry, calls, [0, 1, 2])
+    results[0] = [7]
+    assert oracle.check(obj, results) is not None
+    assert oracle.serial_runs == 1  # identical calls: one serial execution serves every order
+
+
+def test_identical_calls_search_is_linear() -> None:
+    calls = [Call("safe")] * 8
+    oracle = SerialOracle(Counter, calls, asyncio.run)
+    obj, rs = concurrent(Counter, calls)
+    assert oracle.check(obj, rs) is None
+    assert oracle.serial_runs == 1 and oracle.nodes == 8  # not 8! orders
+    bad = Counter()
+    bad.value = 7
+    verdict = oracle.check(bad, rs)
+    assert verdict is not None
+    assert str(verdict) == (
+        "not serializable: after 8 calls the object has value=7 and the calls returned "
+        "[0, 0, 0, 0, 0, 0, 0, 0]; run one after another they give value=8 and return "
+        "[0, 0, 0, 0, 0, 0, 0, 0]"
+    )
+
+
+def test_message_is_built_only_when_asked() -> None:
+    calls = [Call("racy")] * 2
+    oracle = SerialOracle(Counter, calls, asyncio.run)
+    obj, rs = concurrent(Counter, calls)
+    verdict = oracle.check(obj, rs)
+    assert verdict is not None and verdict._message is None
+    assert verdict.message.startswith("not serializable: after racy() and racy()")
+    assert verdict._message is not None
+
+
+def test_search_budget_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # calls with distinct mutable results: the assignments of results to calls outgrow it
+    monkeypatch.setattr(serial, "MAX_SEARCH_NODES", 2000)
+    calls = [Call("fresh")] * 8
+    oracle = SerialOracle(Registry, calls, asyncio.run)
+    obj, results = serial_run(Registry, calls, list(range(8)))
+    results[0] = [99]
+    with pytest.raises(SerialError, match="visited more than"):
+        oracle.check(obj, results)
+
+
+def test_equal_states_are_searched_once() -> None:
+    class Adder:
+        def __init__(self) -> None:
+            self.v = 0
+
+        async def add(self, k: int) -> None:
+            self.v += k
+
+    calls = [Call("add", (k,)) for k in (1, 2, 4, 8)]
+    oracle = SerialOracle(Adder, calls, asyncio.run)
+    bad = Adder()
+    bad.v = 14  # no order reaches it: the search visits every subset once
+    assert oracle.check(bad, [None] * 4) is not None
+    assert oracle.nodes == 2**4 - 1  # each proper subset of the calls once (not 4! prefixes)

@@ -397,6 +397,9 @@ class SerialError(Exception):
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined by a class statement
 _EXACT_SCALARS = (type(None), bool, int, str, bytes)
 _LOSSY = ("lossy",)
+_IMM = object()
+"""Stands for an identity-free result in a state key: it can no longer change, it was compared
+when it was returned, and no later call can reach it."""
 
 
 class _StateKey:
@@ -424,6 +427,8 @@ class _StateKey:
             return ("float", struct.pack("<d", x))
         if t is complex:
             return ("complex", struct.pack("<dd", x.real, x.imag))
+        if x is _IMM:
+            return ("identity-free result",)
         if depth > _MAX_DEPTH:
             self.exact = False
             return _LOSSY
@@ -478,10 +483,6 @@ class _StateKey:
 
 
 # ------------------------------------------------------------------ serial executions
-
-_IMM = object()
-"""Stands for an identity-free result in a state key: it can no longer change, it was compared
-when it was returned, and no later call can reach it."""
 
 
 @dataclass
