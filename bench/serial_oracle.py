@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from chaossloth import runner, scenario
-from chaossloth.serial import Call, SerialOracle, _describe, snapshot
+from chaossloth.serial import Call, SerialError, SerialOracle, _describe, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "examples" / "multi_resource.py"
 EXECUTIONS = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+ONLY_SCALING = len(sys.argv) > 2 and sys.argv[2] == "scaling"
 KS = range(2, 9)
 REPS = 3
 
@@ -171,7 +172,90 @@ def row(base: scenario.Workload, k: int) -> None:
     )
 
 
+class Seed:
+    """The seed's class, uninstrumented: every call returns None."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, int] = {}
+        self.counters: dict[str, int] = {}
+
+    async def handle_request(self, client_id: str) -> None:
+        curr_sess = self.sessions.get(client_id, 0)
+        curr_count = self.counters.get(client_id, 0)
+        self.sessions[client_id] = curr_sess + 1
+        self.counters[client_id] = curr_count + 10
+
+
+class Tickets:
+    """Each call returns a distinct number (1..K): one assignment of results to calls fits."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    async def handle_request(self, client_id: str) -> int:
+        self.n += 1
+        return self.n
+
+
+class Batches:
+    """Each call returns a fresh list: distinct mutable results, every assignment is tried."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    async def handle_request(self, client_id: str) -> list[int]:
+        self.n += 1
+        return [self.n]
+
+
+def scaling() -> None:
+    """The new oracle alone, K = 2..16: one check of a serializable outcome (the calls' serial
+    outcome with the results handed to the calls in reverse) and one of a state no order gives."""
+    print(
+        "\nthe new oracle alone (serial runs on the controlled loop): ms and search nodes for "
+        "a serializable outcome (results reversed) | a non-serializable one (state changed)"
+    )
+    print(f"{'class':>8} {'K':>2} | {'ms':>8} {'nodes':>7} {'runs':>4} | {'ms':>8} {'nodes':>7}")
+    for cls in (Seed, Tickets, Batches):
+        for k in range(2, 17):
+            calls = [Call("handle_request", ("audit",))] * k
+            oracle = SerialOracle(cls, calls, scenario._run_plain)
+            obj, results = scenario._run_plain(serial_order(cls, k))
+            t0 = time.perf_counter()
+            try:
+                ok = oracle.check(obj, results[::-1]) is None
+            except SerialError as exc:
+                print(f"{cls.__name__:>8} {k:>2} | {exc}")
+                break
+            t_ok = (time.perf_counter() - t0) * 1e3
+            nodes_ok, runs = oracle.nodes, oracle.serial_runs
+            assert ok
+            obj.n = obj.n + 1 if hasattr(obj, "n") else 0
+            if isinstance(obj, Seed):
+                obj.sessions["audit"] += 1
+            t0 = time.perf_counter()
+            try:
+                bad = oracle.check(obj, results[::-1]) is not None
+            except SerialError as exc:
+                print(f"{cls.__name__:>8} {k:>2} | {t_ok:>8.1f} {nodes_ok:>7} {runs:>4} | {exc}")
+                break
+            t_bad = (time.perf_counter() - t0) * 1e3
+            assert bad
+            print(
+                f"{cls.__name__:>8} {k:>2} | {t_ok:>8.1f} {nodes_ok:>7} {runs:>4} | "
+                f"{t_bad:>8.1f} {oracle.nodes - nodes_ok:>7}"
+            )
+
+
+async def serial_order(cls: type, k: int) -> tuple[Any, list[Any]]:
+    obj = cls()
+    return obj, [await obj.handle_request("audit") for _ in range(k)]
+
+
 def main() -> None:
+    if ONLY_SCALING:
+        scaling()
+        return
     prog = scenario.load_workload(SEED, "MultiResourceServer", "handle_request", 2, "'audit'")
     assert prog.workload is not None
     print(
@@ -190,6 +274,7 @@ def main() -> None:
     )
     for k in KS:
         row(prog.workload, k)
+    scaling()
 
 
 if __name__ == "__main__":

@@ -226,6 +226,10 @@ class Registry:
         self.n += 1
         return [self.n]
 
+    async def boxed(self) -> tuple[list[int]]:
+        self.n += 1
+        return ([self.n],)  # a tuple is not numbered: its contents' sharing is not tracked
+
 
 def serial_run(factory, calls, order):
     async def go():
@@ -257,15 +261,26 @@ def test_dict_insertion_order_is_part_of_the_state() -> None:
         assert oracle.check(*serial_run(Registry, calls, list(order))) is None, order
 
 
-def test_mutable_results_may_go_to_any_call_of_their_signature() -> None:
-    calls = [Call("fresh")] * 3
+@pytest.mark.parametrize("method", ["fresh", "boxed"])  # matched directly / every assignment
+def test_mutable_results_may_go_to_any_call_of_their_signature(method: str) -> None:
+    calls = [Call(method)] * 3
     oracle = SerialOracle(Registry, calls, asyncio.run)
     for order in itertools.permutations(range(3)):
         assert oracle.check(*serial_run(Registry, calls, list(order))) is None, order
     obj, results = serial_run(Registry, calls, [0, 1, 2])
-    results[0] = [7]
+    results[0] = [7] if method == "fresh" else ([7],)
     assert oracle.check(obj, results) is not None
     assert oracle.serial_runs == 1  # identical calls: one serial execution serves every order
+
+
+def test_distinct_fresh_results_are_matched_without_trying_assignments() -> None:
+    calls = [Call("fresh")] * 12
+    oracle = SerialOracle(Registry, calls, asyncio.run)
+    obj, results = serial_run(Registry, calls, list(range(12))[::-1])
+    assert oracle.check(obj, results) is None
+    assert oracle.nodes == 12  # one node per depth, not 12! assignments
+    results[3], results[4] = [5], [5]
+    assert oracle.check(obj, results) is not None
 
 
 def test_identical_calls_search_is_linear() -> None:
@@ -296,14 +311,23 @@ def test_message_is_built_only_when_asked() -> None:
 
 
 def test_search_budget_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    # calls with distinct mutable results: the assignments of results to calls outgrow it
+    # results the fast matching does not cover: the assignments of results to calls outgrow it
     monkeypatch.setattr(serial, "MAX_SEARCH_NODES", 2000)
-    calls = [Call("fresh")] * 8
+    calls = [Call("boxed")] * 8
     oracle = SerialOracle(Registry, calls, asyncio.run)
     obj, results = serial_run(Registry, calls, list(range(8)))
-    results[0] = [99]
+    results[0] = ([99],)
     with pytest.raises(SerialError, match="visited more than"):
         oracle.check(obj, results)
+
+
+def test_each_result_is_matched_once() -> None:
+    # every serial order returns [0, 0]; the observed [0, 5] must not pass because its state does
+    calls = [Call("safe")] * 2
+    oracle = SerialOracle(Counter, calls, asyncio.run)
+    obj, _ = concurrent(Counter, calls)
+    assert oracle.check(obj, [0, 0]) is None
+    assert oracle.check(obj, [0, 5]) is not None
 
 
 def test_equal_states_are_searched_once() -> None:
@@ -320,3 +344,60 @@ def test_equal_states_are_searched_once() -> None:
     bad.v = 14  # no order reaches it: the search visits every subset once
     assert oracle.check(bad, [None] * 4) is not None
     assert oracle.nodes == 2**4 - 1  # each proper subset of the calls once (not 4! prefixes)
+
+
+class Relay:
+    """Results that share objects with each other or with the state."""
+
+    def __init__(self) -> None:
+        self.box: list[int] | None = None
+        self.log: list[int] = []
+        self.d: dict[str, int] = {}
+
+    async def hand(self) -> list[list[int]]:
+        # the first caller's result and the second's hold the same box, which the object drops
+        if self.box is None:
+            self.box = [0]
+            return [self.box]
+        box, self.box = self.box, None
+        box.append(1)
+        return [box]
+
+    async def mixed(self) -> tuple[list[int]]:
+        # equal results, one holding the object's log, the other a list of its own
+        if not self.log:
+            self.log.append(1)
+            return (self.log,)
+        return ([1],)
+
+    async def mark(self, flag: int) -> list[int]:
+        # what it returns depends on whether a call ran before it
+        reg = 1 if self.d else 0
+        self.d["x"] = reg
+        return [reg]
+
+
+def test_results_sharing_an_object_are_matched() -> None:
+    calls = [Call("hand")] * 2
+    oracle = SerialOracle(Relay, calls, asyncio.run)
+    obj, results = serial_run(Relay, calls, [0, 1])
+    assert results[0][0] is results[1][0]
+    assert oracle.check(obj, results) is None
+    assert oracle.check(obj, results[::-1]) is None
+    assert oracle.check(obj, [[[0, 1]], [[0, 1]]]) is not None  # two boxes: no order
+
+
+def test_equal_results_that_differ_in_sharing_are_both_tried() -> None:
+    calls = [Call("mixed")] * 2
+    oracle = SerialOracle(Relay, calls, asyncio.run)
+    obj, results = serial_run(Relay, calls, [0, 1])
+    assert oracle.check(obj, results[::-1]) is None  # the other order hands them out so
+
+
+def test_results_keep_the_signature_of_their_call() -> None:
+    # mark(0), mark(0), mark(1): whichever runs first returns [0], the others [1]; the states
+    # after mark(0), mark(1) and after mark(1), mark(0) are equal, but not which call got [0]
+    calls = [Call("mark", (0,)), Call("mark", (0,)), Call("mark", (1,))]
+    oracle = SerialOracle(Relay, calls, asyncio.run)
+    obj, results = serial_run(Relay, calls, [0, 1, 2])
+    assert oracle.check(obj, [results[1], results[2], results[0]]) is None  # mark(1) first

@@ -4,7 +4,8 @@ serial order (brute force), on generated classes and call sets (K <= 5).
 A generated class interprets small programs: each operation reads and writes integer fields,
 appends to a log, stores into a dict (whose insertion order a later operation can observe),
 keeps C objects the state key cannot represent (a SimpleNamespace, a bytearray), awaits, raises,
-and returns an identity-free value, the shared log, or a fresh list. Calls with the same
+and returns an identity-free value, the shared log, a fresh list or dict (with a cycle), or a
+tuple holding both. Calls with the same
 operation and argument have one signature (interchangeable). The outcomes judged are the
 concurrent execution's (stock asyncio, gather), every serial order's with results swapped
 between calls, and perturbed ones; the search and the brute force must agree on each.
@@ -34,7 +35,7 @@ INSTR = st.one_of(
     st.just(("await",)),
     st.tuples(st.just("raise if"), st.integers(0, 3)),
 )
-RETURN = st.sampled_from(["reg", "none", "log", "fresh", "pair", "first key"])
+RETURN = st.sampled_from(["reg", "none", "log", "fresh", "pair", "first key", "boxed", "nested"])
 OPERATION = st.tuples(st.lists(INSTR, min_size=1, max_size=5), RETURN)
 
 
@@ -79,6 +80,12 @@ def make_class(ops: list[tuple[list[tuple[Any, ...]], str]]) -> type:
                 return self.log
             if ret == "fresh":
                 return [reg]
+            if ret == "boxed":  # a tuple holding a list: matched by trying every assignment
+                return ([reg], self.log)
+            if ret == "nested":  # private, with a cycle
+                box: dict[str, Any] = {"v": [reg]}
+                box["me"] = box
+                return box
             if ret == "pair":
                 return (reg, self.a)
             if ret == "first key":

@@ -23,14 +23,19 @@ the same K calls, one after another in some order, on a fresh object.
     pruned when no such call is left. Calls of one signature whose observed results have equal
     identity-free entries are interchangeable, so the search counts them instead of naming them.
     Any other result (a list, an object: its final entry depends on what later calls do to it
-    and on aliasing) is assigned to an observed call of its signature whose result is not
-    identity-free, and compared at the end, in the full snapshot. Identity-free entries and the
-    others never compare equal (tags of the snapshot, see ``_RESERVED_TAGS``), so this pruning
-    drops no order that the full comparison would accept.
-  - A search node that failed is remembered by (calls applied per interchangeable group, the
-    state, which observed call each non-identity-free result went to) and not searched again.
-    The state is a strict key (``_StateKey``) of the object and the non-identity-free results:
-    dicts in insertion order, sets in iteration order, floats by their bits, functions, classes
+    and on aliasing) only counts against the observed calls of its signature whose results are
+    not identity-free; which of them gets it is decided at the end of the order (``_LeafMatch``):
+    directly when each such result is reachable from the object or private (shares nothing),
+    else by trying the assignments (identical objects once). Identity-free entries and the
+    others never compare equal (tags of the snapshot, see ``_RESERVED_TAGS``), so the pruning
+    drops no order that the full comparison would accept; every match is confirmed by the full
+    snapshot.
+  - A search node that failed is remembered by (calls applied per interchangeable group, results
+    that are not identity-free per signature, the state) and not searched again. The state is a
+    strict key (``_StateKey``) of the object and of those results with their calls' signatures:
+    dicts in insertion order, sets in iteration order (not their hidden table layout: an
+    iteration order that depends on it is hash-order dependence, nondeterminism), floats by
+    their bits, functions, classes
     and modules by identity (kept alive so their ids are never reused), plain Python objects by
     their fields. Two states merge only when their keys are equal (a dict lookup: a hash
     collision costs a comparison, never a merge). When the state holds anything the key cannot
@@ -66,8 +71,8 @@ MAX_CALLS = 16
 calls whose results are not interchangeable (2^K), so beyond 16 a check can take minutes."""
 
 MAX_SEARCH_NODES = 1_000_000
-"""A check that expands more search nodes stops with SerialError (say so rather than hang): K
-calls whose results are distinct mutable objects can need K! assignments."""
+"""A check that expands more search nodes stops with SerialError (say so rather than hang):
+results that share objects, or states without an exact key, can need K! orders."""
 
 EXACT_MESSAGE_ORDERS = 720
 """The failure message says whether every serial order gives one outcome; it enumerates the
@@ -489,13 +494,13 @@ class _StateKey:
 class _Node:
     """A prefix of a serial order (signature ids), as one serial execution observed it.
 
-    Invariant: `entry`, `canon` and `ident` describe the state right after the prefix's last
-    call; `obj`/`results` are kept only for full orders (the execution ended there)."""
+    Invariant: `entry` and `ident` describe the state right after the prefix's last call;
+    `obj`/`results` are kept only for full orders (the execution ended there)."""
 
+    #: the prefix: the signature id of each position
+    sigs: tuple[int, ...]
     #: the snapshot entry of the last call's result when identity-free, else None
     entry: Hashable | None
-    #: the first position of the prefix whose result is the last result's object (identity)
-    canon: int
     #: ("state", strict key) or, when the state has no exact key, ("order", the prefix)
     ident: Hashable
     obj: Any = None
@@ -507,6 +512,162 @@ def _entry(result: Any) -> Hashable | None:
     snap = _Snapshotter()
     e = snap.snap(outcome_of(result), 2)  # results sit at depth 2 of snapshot()'s tuple
     return None if snap.memo else e
+
+
+class _AuditSnapshotter(_Snapshotter):
+    """A snapshot numbering objects from `offset` on (as if that many had been visited), which
+    notes whether an order it sorted by depended on object numbers (``ref_sorted``): without
+    that, its result at another offset is this one with every reference shifted."""
+
+    def __init__(self, offset: int = 0) -> None:
+        super().__init__()
+        self.memo.update((-1 - n, n) for n in range(offset))  # ids are positive: no clash
+        self.ref_sorted = False
+
+    def visited(self) -> set[int]:
+        return {i for i in self.memo if i >= 0}
+
+    def _dict(self, x: dict[Any, Any], d: int) -> tuple[Hashable, ...]:
+        out = super()._dict(x, d)
+        if len(out) > 1 and not self.ref_sorted:
+            self.ref_sorted = any(_has_ref(kv[0]) for kv in out)
+        return out
+
+    def _unordered(self, xs: Any, d: int) -> tuple[Hashable, ...]:
+        out = super()._unordered(xs, d)
+        if len(out) > 1 and not self.ref_sorted:
+            self.ref_sorted = any(_has_ref(v) for v in out)
+        return out
+
+
+def _has_ref(snap: Any) -> bool:
+    """Whether a snapshot holds a reference node (or something shaped like one)."""
+    if type(snap) is not tuple:
+        return False
+    if len(snap) == 2 and snap[0] == "ref" and type(snap[1]) is int:
+        return True
+    return any(_has_ref(c) for c in snap)
+
+
+class _LeafMatch:
+    """At the end of a serial order: is there an assignment of its results that are not
+    identity-free to the calls whose observed results are not, that makes the snapshots equal?
+
+    Fast path, when each such result is either reachable from the object (its entry is a
+    reference to it: fixed) or private (reachable from nothing else compared, sharing nothing
+    with the object or the other results, and its snapshot sorted nothing by object numbers):
+    the object's part of the snapshot must be equal, and then the calls are taken in order, each
+    entry matched to the one kind of result (equal snapshot) it can be; results of one kind are
+    interchangeable. Otherwise every assignment is tried (identical objects once)."""
+
+    def __init__(
+        self, oracle: SerialOracle, observed: Any, results: Sequence[Any], mutable: list[int]
+    ) -> None:
+        self.oracle, self.observed, self.results, self.mutable = oracle, observed, results, mutable
+        self.entries = observed[1][1][1]
+        self.budget = oracle.nodes + MAX_SEARCH_NODES
+
+    def charge(self, n: int) -> None:
+        if self.oracle.nodes > self.budget - n:
+            raise SerialError(
+                f"the search for a serial order of {len(self.oracle.calls)} calls visited more "
+                f"than {MAX_SEARCH_NODES} states (results that share objects, or states without "
+                "an exact key, can need every order of the calls); use fewer --tasks"
+            )
+
+    def __call__(self, leaf: _Node) -> bool:
+        assert leaf.obj is not None and leaf.results is not None
+        sigs = self.oracle._sigs
+        positions = [p for p, r in enumerate(leaf.results) if _entry(r) is None]
+        if not positions:
+            return self._equal(leaf, {})
+        obj_snap = _Snapshotter()
+        if obj_snap.snap(leaf.obj, 1) != self.observed[1][0]:
+            return False  # the object's part does not depend on the assignment
+        kinds = self._kinds(leaf, positions, obj_snap.memo)
+        if kinds is None:
+            return self._every_assignment(leaf, positions)
+        offset = len(obj_snap.memo)
+        assignment: dict[int, int] = {}
+        for i in self.mutable:
+            e = self.entries[i]
+            found = None
+            for (s, kind), left in kinds.items():
+                if s != sigs[i] or not left:
+                    continue
+                if kind[0] == "reach":
+                    ok = e == ("ref", kind[1])
+                else:
+                    rep = leaf.results[left[0]]
+                    ok = _AuditSnapshotter(offset).snap(rep, 2) == e
+                if ok:
+                    found = (s, kind)
+                    break
+            if found is None:
+                return False  # this call's entry is no result's
+            p = kinds[found].pop()
+            assignment[i] = p
+            if found[1][0] == "private":
+                offset += found[1][2]
+        return self._equal(leaf, assignment)
+
+    def _kinds(
+        self, leaf: _Node, positions: list[int], obj_ids: dict[int, int]
+    ) -> dict[tuple[int, Hashable], list[int]] | None:
+        """Positions by (signature, kind), or None when the fast path does not apply."""
+        assert leaf.results is not None
+        kinds: dict[tuple[int, Hashable], list[int]] = {}
+        seen: set[int] = set()
+        audits: list[_AuditSnapshotter] = []  # alive: ids of their objects stay unique
+        for p in positions:
+            r = leaf.results[p]
+            if isinstance(r, BaseException) or type(r) in (tuple, frozenset):
+                return None  # not memo'd themselves: their contents' sharing is not tracked
+            if id(r) in obj_ids:
+                kind: Hashable = ("reach", obj_ids[id(r)])
+            else:
+                audit = _AuditSnapshotter()
+                audits.append(audit)
+                shape = audit.snap(r, 2)
+                ids = audit.visited()
+                if audit.ref_sorted or ids & obj_ids.keys() or ids & seen:
+                    return None
+                seen |= ids
+                kind = ("private", shape, len(ids))
+            kinds.setdefault((leaf.sigs[p], kind), []).append(p)
+        return kinds
+
+    def _every_assignment(self, leaf: _Node, positions: list[int]) -> bool:
+        assert leaf.results is not None
+        sigs = self.oracle._sigs
+        results = leaf.results
+
+        def assign(n: int, free: list[int], chosen: dict[int, int]) -> bool:
+            if n == len(self.mutable):
+                return self._equal(leaf, chosen)
+            self.charge(1)
+            self.oracle.nodes += 1
+            i = self.mutable[n]
+            tried: list[Any] = []
+            for p in free:
+                if leaf.sigs[p] != sigs[i] or any(results[p] is t for t in tried):
+                    continue  # identical objects: one of them is enough
+                tried.append(results[p])
+                chosen[i] = p
+                if assign(n + 1, [q for q in free if q != p], chosen):
+                    return True
+                del chosen[i]
+            return False
+
+        return assign(0, positions, {})
+
+    def _equal(self, leaf: _Node, assignment: dict[int, int]) -> bool:
+        """The definitive comparison: the full snapshot with this assignment."""
+        assert leaf.results is not None
+        by_index = list(self.results)  # identity-free entries equal the observed ones
+        for i, p in assignment.items():
+            by_index[i] = leaf.results[p]
+        return snapshot(leaf.obj, by_index) == self.observed
 
 
 @dataclass(eq=False)
@@ -622,12 +783,13 @@ class SerialOracle:
     def _observe(self, prefix: tuple[int, ...], obj: Any, results: list[Any]) -> _Node:
         last = results[-1]
         entry = _entry(last)
-        canon = next(i for i, r in enumerate(results) if r is last)
         keyer = _StateKey(self._pins)
-        imm = tuple(_IMM if _entry(r) is not None else r for r in results)
+        # a result that is not identity-free is keyed with the signature of the call that
+        # returned it: which calls it may be given to depends on it
+        imm = tuple(_IMM if _entry(r) is not None else (sig, r) for sig, r in zip(prefix, results))
         key = keyer.key((obj, imm))
         ident = ("state", key) if keyer.exact else ("order", prefix)
-        return _Node(entry, canon, ident)
+        return _Node(prefix, entry, ident)
 
     # -------------------------------------------------------------- verdicts
 
@@ -651,8 +813,7 @@ class SerialOracle:
         entries = observed[1][1][1]  # snapshot() = ("tuple", (obj, ("tuple", entries)))
         groups: dict[tuple[int, Hashable], int] = {}
         cap: list[int] = []
-        mut: dict[int, list[int]] = {}  # signature -> slots of calls with other results
-        slot_of: list[int] = []  # slot -> call index
+        mutable: list[int] = []  # calls whose observed result is not identity-free
         for i, r in enumerate(results):
             if _entry(r) is not None:
                 g = groups.setdefault((self._sigs[i], entries[i]), len(groups))
@@ -660,35 +821,26 @@ class SerialOracle:
                     cap.append(0)
                 cap[g] += 1
             else:
-                mut.setdefault(self._sigs[i], []).append(len(slot_of))
-                slot_of.append(i)
+                mutable.append(i)
         total = collections.Counter(self._sigs)
+        n_sigs = len(total)
+        mcap = [0] * n_sigs  # per signature: calls whose observed result is not identity-free
+        for i in mutable:
+            mcap[self._sigs[i]] += 1
         failed: set[Hashable] = set()
+        match = _LeafMatch(self, observed, results, mutable)
 
-        def leaf_matches(seq: tuple[int, ...], assigned: tuple[int, ...]) -> bool:
-            leaf = self._nodes[seq]
-            assert leaf.obj is not None and leaf.results is not None
-            by_index = list(results)  # identity-free entries equal the observed ones
-            for slot, pos in enumerate(assigned):
-                by_index[slot_of[slot]] = leaf.results[pos]
-            return snapshot(leaf.obj, by_index) == observed
-
-        def dfs(seq: tuple[int, ...], counts: tuple[int, ...], assigned: tuple[int, ...]) -> bool:
+        def dfs(seq: tuple[int, ...], counts: tuple[int, ...], mused: tuple[int, ...]) -> bool:
             if len(seq) == k:
-                return leaf_matches(seq, assigned)
+                return match(self._nodes[seq])
             ident = self._nodes[seq].ident if seq else ("order", ())
-            memo = (counts, ident, assigned)
+            memo = (counts, mused, ident)
             if memo in failed:
                 return False
             self.nodes += 1
-            if self.nodes - start > MAX_SEARCH_NODES:
-                raise SerialError(
-                    f"the search for a serial order of {k} calls visited more than "
-                    f"{MAX_SEARCH_NODES} states (calls whose results are distinct mutable "
-                    "objects can need every assignment of results to calls); use fewer --tasks"
-                )
+            match.charge(1)
             used = collections.Counter(seq)
-            for s in sorted(total):
+            for s in range(n_sigs):
                 if used[s] == total[s]:
                     continue
                 child = seq + (s,)
@@ -698,20 +850,19 @@ class SerialOracle:
                     if g is None or counts[g] == cap[g]:
                         continue  # no call of this signature observed this result
                     bumped = counts[:g] + (counts[g] + 1,) + counts[g + 1 :]
-                    if dfs(child, bumped, assigned):
+                    if dfs(child, bumped, mused):
                         return True
-                    continue
-                for slot in mut.get(s, ()):
-                    if assigned[slot] != -1:
-                        continue
-                    given = assigned[:slot] + (node.canon,) + assigned[slot + 1 :]
-                    if dfs(child, counts, given):
-                        return True
+                elif (
+                    mused[s] < mcap[s]
+                    and dfs(  # which call gets it: decided by _LeafMatch
+                        child, counts, mused[:s] + (mused[s] + 1,) + mused[s + 1 :]
+                    )
+                ):
+                    return True
             failed.add(memo)
             return False
 
-        start = self.nodes
-        return dfs((), (0,) * len(cap), (-1,) * len(slot_of))
+        return dfs((), (0,) * len(cap), (0,) * n_sigs)
 
     # -------------------------------------------------------------- messages
 
