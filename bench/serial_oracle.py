@@ -198,7 +198,7 @@ class Tickets:
 
 
 class Batches:
-    """Each call returns a fresh list: distinct mutable results, every assignment is tried."""
+    """Each call returns a fresh list: distinct mutable results, matched directly."""
 
     def __init__(self) -> None:
         self.n = 0
@@ -206,6 +206,19 @@ class Batches:
     async def handle_request(self, client_id: str) -> list[int]:
         self.n += 1
         return [self.n]
+
+
+class Boxed:
+    """Each call returns a fresh list with the object's log: results that share an object with
+    the state, so every assignment of results to calls is tried (the worst case)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.log: list[int] = []
+
+    async def handle_request(self, client_id: str) -> tuple[list[int], list[int]]:
+        self.n += 1
+        return ([self.n], self.log)
 
 
 def scaling() -> None:
@@ -216,7 +229,7 @@ def scaling() -> None:
         "a serializable outcome (results reversed) | a non-serializable one (state changed)"
     )
     print(f"{'class':>8} {'K':>2} | {'ms':>8} {'nodes':>7} {'runs':>4} | {'ms':>8} {'nodes':>7}")
-    for cls in (Seed, Tickets, Batches):
+    for cls in (Seed, Tickets, Batches, Boxed):
         for k in range(2, 17):
             calls = [Call("handle_request", ("audit",))] * k
             oracle = SerialOracle(cls, calls, scenario._run_plain)

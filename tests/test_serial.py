@@ -226,9 +226,10 @@ class Registry:
         self.n += 1
         return [self.n]
 
-    async def boxed(self) -> tuple[list[int]]:
+    async def boxed(self) -> tuple[list[int], list[int]]:
         self.n += 1
-        return ([self.n],)  # a tuple is not numbered: its contents' sharing is not tracked
+        self.last = [self.n]
+        return ([self.n], self.last)  # shares a list with the object: every assignment tried
 
 
 def serial_run(factory, calls, order):
@@ -268,7 +269,7 @@ def test_mutable_results_may_go_to_any_call_of_their_signature(method: str) -> N
     for order in itertools.permutations(range(3)):
         assert oracle.check(*serial_run(Registry, calls, list(order))) is None, order
     obj, results = serial_run(Registry, calls, [0, 1, 2])
-    results[0] = [7] if method == "fresh" else ([7],)
+    results[0] = [7] if method == "fresh" else ([7], results[0][1])
     assert oracle.check(obj, results) is not None
     assert oracle.serial_runs == 1  # identical calls: one serial execution serves every order
 
@@ -316,7 +317,7 @@ def test_search_budget_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = [Call("boxed")] * 8
     oracle = SerialOracle(Registry, calls, asyncio.run)
     obj, results = serial_run(Registry, calls, list(range(8)))
-    results[0] = ([99],)
+    results[0] = ([99], results[0][1])
     with pytest.raises(SerialError, match="visited more than"):
         oracle.check(obj, results)
 

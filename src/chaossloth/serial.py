@@ -554,7 +554,8 @@ class _LeafMatch:
     identity-free to the calls whose observed results are not, that makes the snapshots equal?
 
     Fast path, when each such result is either reachable from the object (its entry is a
-    reference to it: fixed) or private (reachable from nothing else compared, sharing nothing
+    reference to it: fixed; tuples, frozensets and exceptions are not numbered, so never) or
+    private (reachable from nothing else compared, sharing nothing
     with the object or the other results, and its snapshot sorted nothing by object numbers):
     the object's part of the snapshot must be equal, and then the calls are taken in order, each
     entry matched to the one kind of result (equal snapshot) it can be; results of one kind are
@@ -599,7 +600,7 @@ class _LeafMatch:
                     ok = e == ("ref", kind[1])
                 else:
                     rep = leaf.results[left[0]]
-                    ok = _AuditSnapshotter(offset).snap(rep, 2) == e
+                    ok = _AuditSnapshotter(offset).snap(outcome_of(rep), 2) == e
                 if ok:
                     found = (s, kind)
                     break
@@ -620,10 +621,10 @@ class _LeafMatch:
         seen: set[int] = set()
         audits: list[_AuditSnapshotter] = []  # alive: ids of their objects stay unique
         for p in positions:
-            r = leaf.results[p]
-            if isinstance(r, BaseException) or type(r) in (tuple, frozenset):
-                return None  # not memo'd themselves: their contents' sharing is not tracked
-            if id(r) in obj_ids:
+            r = outcome_of(leaf.results[p])
+            # a tuple, frozenset or raised exception is not numbered itself: only private ones
+            numbered = type(r) not in (tuple, frozenset, Raised)
+            if numbered and id(r) in obj_ids:
                 kind: Hashable = ("reach", obj_ids[id(r)])
             else:
                 audit = _AuditSnapshotter()
