@@ -574,8 +574,8 @@ def load(path: str, config: Config, *, rootdir: str | os.PathLike[str] | None = 
             raise InputError("give either --scenario or --cls/--method, not both")
         if c.tasks > serial.MAX_CALLS:
             raise InputError(
-                f"--tasks {c.tasks}: the serializability oracle compares with every serial "
-                f"order of the calls, so at most {serial.MAX_CALLS} concurrent calls are supported"
+                f"--tasks {c.tasks}: at most {serial.MAX_CALLS} concurrent calls (the "
+                f"serializability oracle's search can visit every subset of the calls)"
             )
         return load_workload(
             path, c.cls, c.method, c.tasks, c.args, c.init_args, c.instrument, rootdir
