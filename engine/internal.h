@@ -80,8 +80,9 @@ double cs__rng_double(cs__rng *rng);
 
 /* The record of one execution.  Memory is reused across executions: reset
  * keeps the capacity.  Every event carries a vector clock indexed by chains
- * of HB-ordered events (see trace.c), as wide as the number of chains when it
- * was recorded; the actor-indexed clock is computed on request. */
+ * of HB-ordered events, stored as a persistent trie that shares what it does
+ * not change with the clocks it was joined from (see trace.c); the
+ * actor-indexed clock is computed on request. */
 typedef struct cs__trace cs__trace;
 
 int cs__trace_new(cs__trace **out);
@@ -101,8 +102,10 @@ size_t cs__trace_barrier_of(const cs__trace *t, size_t index);
 int cs__trace_step_end(cs__trace *t);
 bool cs__trace_step_open(const cs__trace *t);
 size_t cs__trace_len(const cs__trace *t);
-/* The number of HB chains the clocks are indexed by (their widest width). */
+/* The number of HB chains the clocks are indexed by. */
 size_t cs__trace_chains(const cs__trace *t);
+/* Clock trie nodes in use (64 bytes each): what the execution's clocks cost. */
+size_t cs__trace_clock_nodes(const cs__trace *t);
 /* Canonical fingerprint of the execution's Mazurkiewicz trace: equal for two
  * executions iff they are equivalent up to swapping adjacent independent
  * steps (modulo hash collisions).  Needs O(steps) scratch memory: CS_ENOMEM
