@@ -408,6 +408,13 @@ int cs_trace_clock(cs_explorer *ex, size_t index, const uint32_t **clock,
     return cs__trace_get_clock(ex->trace, index, clock, len);
 }
 
+int cs_trace_hb_view(const cs_explorer *ex, cs_hb_view **out) {
+    if (!ex || !out) return CS_EINVAL;
+    return cs__trace_hb_view(ex->trace, out);
+}
+
+void cs_hb_view_free(cs_hb_view *view) { cs__hb_view_free(view); }
+
 int cs_trace_happens_before(const cs_explorer *ex, size_t a, size_t b) {
     if (!ex) return 0;
     size_t n = cs__trace_len(ex->trace);

@@ -151,6 +151,9 @@ int cs__trace_get_access_flags(const cs__trace *t, size_t index, uint8_t *flags)
  * reset.  O(*len * log(steps per actor)), plus O(len) after new steps. */
 int cs__trace_get_clock(cs__trace *t, size_t index, const uint32_t **clock, size_t *len);
 bool cs__trace_hb(const cs__trace *t, size_t a, size_t b);
+/* A copy of the trace's happens-before for cs_trace_hb_view. */
+int cs__trace_hb_view(const cs__trace *t, cs_hb_view **out);
+void cs__hb_view_free(cs_hb_view *v);
 bool cs__trace_dep(const cs__trace *t, size_t a, size_t b);
 int cs__trace_preds(const cs__trace *t, size_t index, size_t *out, size_t cap,
                    size_t *n);

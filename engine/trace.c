@@ -378,12 +378,16 @@ static uint32_t table_find(table *t, uint32_t gen, uint64_t object, uint64_t key
 /* ------------------------------------------------------- clock tries */
 
 /* Entry c of the clock (root, h). */
-static uint32_t trie_get(const cs__trace *t, uint32_t root, unsigned h, uint32_t c) {
+static uint32_t trie_get_in(const cnode *nodes, uint32_t root, unsigned h, uint32_t c) {
     if (h < CMAXH && (c >> (CBITS * h)) != 0) return 0;
     uint32_t n = root;
     for (unsigned level = h; level > 0 && n; level--)
-        n = t->nodes[n].v[(c >> (CBITS * (level - 1))) & (CFAN - 1)];
+        n = nodes[n].v[(c >> (CBITS * (level - 1))) & (CFAN - 1)];
     return n;
+}
+
+static uint32_t trie_get(const cs__trace *t, uint32_t root, unsigned h, uint32_t c) {
+    return trie_get_in(t->nodes, root, h, c);
 }
 
 /* A new node: a copy of node `of` (0: zeros).  May move t->nodes. */
@@ -1255,4 +1259,105 @@ done:
     free(heap);
     free(fill);
     return rc;
+}
+
+/* ------------------------------------------------------------ HB view */
+
+/* What the actor-indexed clocks need, copied out of the trace: per event its
+ * actor, rank, chain, position and clock root; the node pool; each actor's
+ * events in order.  O(events + nodes) memory. */
+typedef struct {
+    cs_actor actor;
+    uint32_t actor_step, chain, chain_pos, clock, awidth;
+    uint8_t clock_h;
+} vevent;
+
+struct cs_hb_view {
+    size_t len, width;
+    vevent *ev;
+    cnode *nodes;
+    uint32_t *by_actor_off; /* width + 1 entries */
+    uint32_t *by_actor;     /* len entries */
+};
+
+void cs__hb_view_free(cs_hb_view *v) {
+    if (!v) return;
+    free(v->ev);
+    free(v->nodes);
+    free(v->by_actor_off);
+    free(v->by_actor);
+    free(v);
+}
+
+int cs__trace_hb_view(const cs__trace *t, cs_hb_view **out) {
+    if (!t || !out) return CS_EINVAL;
+    *out = NULL;
+    cs_hb_view *v = calloc(1, sizeof *v);
+    if (!v) return CS_ENOMEM;
+    v->len = t->len;
+    v->width = t->width;
+    v->ev = malloc((t->len ? t->len : 1) * sizeof *v->ev);
+    v->nodes = malloc((t->n_nodes ? t->n_nodes : 1) * sizeof *v->nodes);
+    v->by_actor_off = calloc(t->width + 1, sizeof *v->by_actor_off);
+    v->by_actor = malloc((t->len ? t->len : 1) * sizeof *v->by_actor);
+    if (!v->ev || !v->nodes || !v->by_actor_off || !v->by_actor) {
+        cs__hb_view_free(v);
+        return CS_ENOMEM;
+    }
+    if (t->n_nodes) memcpy(v->nodes, t->nodes, t->n_nodes * sizeof *v->nodes);
+    for (size_t i = 0; i < t->len; i++) {
+        const event *e = &t->ev[i];
+        v->ev[i] = (vevent){e->actor, e->actor_step, e->chain,   e->chain_pos,
+                            e->clock, e->awidth,     e->clock_h};
+        v->by_actor_off[e->actor + 1]++;
+    }
+    for (size_t a = 0; a < t->width; a++) v->by_actor_off[a + 1] += v->by_actor_off[a];
+    for (size_t i = 0; i < t->len; i++) {
+        const event *e = &t->ev[i];
+        v->by_actor[v->by_actor_off[e->actor] + e->actor_step] = (uint32_t)i;
+    }
+    *out = v;
+    return CS_OK;
+}
+
+size_t cs_hb_view_length(const cs_hb_view *v) { return v ? v->len : 0; }
+
+static bool view_hb(const cs_hb_view *v, uint32_t a, uint32_t b) {
+    if (a >= b) return false;
+    const vevent *ea = &v->ev[a], *eb = &v->ev[b];
+    if (ea->chain == eb->chain) return true;
+    return trie_get_in(v->nodes, eb->clock, eb->clock_h, ea->chain) >= ea->chain_pos;
+}
+
+int cs_hb_view_happens_before(const cs_hb_view *v, size_t a, size_t b) {
+    if (!v || a >= v->len || b >= v->len) return 0;
+    return view_hb(v, (uint32_t)a, (uint32_t)b) ? 1 : 0;
+}
+
+size_t cs_hb_view_clock_len(const cs_hb_view *v, size_t index) {
+    return v && index < v->len ? v->ev[index].awidth : 0;
+}
+
+int cs_hb_view_clock(const cs_hb_view *v, size_t index, cs_actor actor, uint32_t *value) {
+    if (!v || !value || index >= v->len) return CS_EINVAL;
+    const vevent *e = &v->ev[index];
+    *value = 0;
+    if (actor >= e->awidth || actor >= v->width) return CS_OK;
+    if (actor == e->actor) {
+        *value = e->actor_step + 1;
+        return CS_OK;
+    }
+    /* the actor's events that happen before e are a prefix of its program
+     * order: count them by binary search (as cs__trace_get_clock) */
+    const uint32_t *evs = v->by_actor + v->by_actor_off[actor];
+    uint32_t lo = 0, hi = v->by_actor_off[actor + 1] - v->by_actor_off[actor];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (view_hb(v, evs[mid], (uint32_t)index))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *value = lo;
+    return CS_OK;
 }

@@ -266,6 +266,22 @@ int cs_trace_clock(cs_explorer *ex, size_t index, const uint32_t **clock,
                    size_t *len);
 /* 1 if event a happens before event b (a != b), else 0. */
 int cs_trace_happens_before(const cs_explorer *ex, size_t a, size_t b);
+
+/* A copy of the current execution's happens-before that outlives it (the
+ * explorer may run other executions, or be freed): the actor-indexed clock
+ * of any event, entry by entry, in O(log(steps of the actor) * depth) each,
+ * for O(events + clock nodes) memory where materialising every event's
+ * clock would take O(events * actors).  cs_hb_view_clock gives entry
+ * `actor` of cs_trace_clock(index) as it was (0 past its length);
+ * cs_hb_view_clock_len its length. */
+typedef struct cs_hb_view cs_hb_view;
+int cs_trace_hb_view(const cs_explorer *ex, cs_hb_view **out);
+void cs_hb_view_free(cs_hb_view *view);
+size_t cs_hb_view_length(const cs_hb_view *view);
+size_t cs_hb_view_clock_len(const cs_hb_view *view, size_t index);
+int cs_hb_view_clock(const cs_hb_view *view, size_t index, cs_actor actor,
+                     uint32_t *value);
+int cs_hb_view_happens_before(const cs_hb_view *view, size_t a, size_t b);
 /* 1 if events a and b are dependent (same actor, scheduled_by edge, or
  * conflicting accesses, the barrier CS_OBJECT_ALL included), else 0. */
 int cs_trace_dependent(const cs_explorer *ex, size_t a, size_t b);

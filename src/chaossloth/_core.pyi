@@ -7,7 +7,7 @@ surface stock loops and handles have; ``_cs_*`` names are ChaosSloth's own.
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import Context
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Self, overload
 
 # ------------------------------------------------------------------ constants
 
@@ -39,6 +39,17 @@ class ExplorationActiveError(RuntimeError):
 
 # ------------------------------------------------------------------ explorer
 
+class Clock(Sequence[int]):
+    """An event's vector clock indexed by actor id: a read-only sequence of ints computed
+    from a copy of the execution's happens-before, equal to the tuple of its entries."""
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+    def __len__(self) -> int: ...
+    def __hash__(self) -> int: ...
+
 class Event(tuple[Any, ...]):
     """One step of an execution (a struct sequence)."""
 
@@ -52,7 +63,7 @@ class Event(tuple[Any, ...]):
     @property
     def scheduled_by(self) -> int: ...
     @property
-    def clock(self) -> list[int]: ...
+    def clock(self) -> Clock: ...
     @property
     def accesses(self) -> list[tuple[int, int, int, int]]: ...
 

@@ -831,6 +831,26 @@ static void test_wide_random_against_brute_force(void) {
                 if (clk[a] != want) bad++;
             }
         }
+        /* the HB view: a copy that outlives the trace's next execution */
+        cs_hb_view *view = NULL;
+        CHECK_EQ(cs__trace_hb_view(t, &view), CS_OK);
+        cs__trace_reset(t);
+        CHECK_EQ(cs_hb_view_length(view), (size_t)g.n);
+        for (int b = 0; b < g.n; b += 13) {
+            size_t len = cs_hb_view_clock_len(view, (size_t)b);
+            for (size_t a = 0; a < len + 2; a++) {
+                uint32_t want = 0, got = 99;
+                for (int x = 0; x <= b && a < len; x++)
+                    if (g.actor[x] == a && (x == b || (hb[b][x / 64] >> (x % 64) & 1))) want++;
+                CHECK_EQ(cs_hb_view_clock(view, (size_t)b, (cs_actor)a, &got), CS_OK);
+                if (got != want) bad++;
+            }
+            for (int a = 0; a < g.n; a += 7)
+                if (cs_hb_view_happens_before(view, (size_t)a, (size_t)b) !=
+                    (a < b && (hb[b][a / 64] >> (a % 64) & 1)))
+                    bad++;
+        }
+        cs__hb_view_free(view);
         total_bad += bad;
         if (bad) break;
     }
