@@ -53,10 +53,33 @@ typedef struct {
 /* Returns 1 if v was added, 0 if it was present, CS_ENOMEM. */
 int cs__u64set_add(cs__u64set *s, uint64_t v);
 size_t cs__u64set_count(const cs__u64set *s);
+bool cs__u64set_has(const cs__u64set *s, uint64_t v);
 /* Writes the members (in no particular order) to out, which has room for
  * cs__u64set_count(s) values. */
 void cs__u64set_members(const cs__u64set *s, uint64_t *out);
 void cs__u64set_free(cs__u64set *s);
+
+/* Distinct 64-bit values (trace fingerprints) in bounded memory: counted
+ * exactly in a cs__u64set up to `exact_max` values, then by a HyperLogLog
+ * sketch of 2^CS__HLL_P one-byte registers (64 KB; relative standard error
+ * 1.04 / 2^(P/2) = 0.4%) into which the exact set is poured and freed.  From
+ * the switch on the count is an estimate (cs__distinct_estimated) and memory
+ * stays flat however many values arrive. */
+#define CS__HLL_P 16
+typedef struct {
+    cs__u64set exact;
+    uint64_t exact_max; /* values counted exactly before the sketch */
+    uint8_t *hll;       /* NULL while exact; else 2^CS__HLL_P registers */
+    double hll_sum;     /* sketch: sum over registers of 2^-register */
+    size_t hll_zeros;   /* sketch: registers still 0 */
+} cs__distinct;
+
+/* Returns 1 if v is new (exact mode), 0 if seen or in sketch mode, CS_ENOMEM
+ * (nothing changed). */
+int cs__distinct_add(cs__distinct *d, uint64_t v);
+uint64_t cs__distinct_count(const cs__distinct *d);
+bool cs__distinct_estimated(const cs__distinct *d);
+void cs__distinct_free(cs__distinct *d);
 
 /* ------------------------------------------------------------------- rng */
 

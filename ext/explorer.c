@@ -157,15 +157,15 @@ static PyObject *Explorer_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     static char *kwlist[] = {"strategy",       "seed",      "pct_depth",
                              "pct_steps_hint", "replay",    "max_executions",
                              "max_steps",      "time_limit", "count_traces",
-                             NULL};
+                             "exact_traces",   NULL};
     PyObject *strategy = NULL, *seed = NULL, *depth = NULL, *hint = NULL;
     PyObject *replay = Py_None, *max_exec = NULL, *max_steps = NULL;
-    PyObject *time_limit = NULL;
+    PyObject *time_limit = NULL, *exact_traces = NULL;
     int count_traces = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOp:Explorer", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOpO:Explorer", kwlist,
                                      &strategy, &seed, &depth, &hint, &replay,
                                      &max_exec, &max_steps, &time_limit,
-                                     &count_traces))
+                                     &count_traces, &exact_traces))
         return NULL;
     if (!PyUnicode_Check(strategy)) {
         PyErr_Format(PyExc_TypeError, "strategy must be a str, not %.80s",
@@ -212,6 +212,10 @@ static PyObject *Explorer_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     if (max_steps) {
         if (arg_u64(max_steps, UINT64_MAX, "max_steps", &v) < 0) return NULL;
         cfg.max_steps = v;
+    }
+    if (exact_traces) {
+        if (arg_u64(exact_traces, UINT64_MAX, "exact_traces", &v) < 0) return NULL;
+        cfg.exact_traces = v; /* 0: the engine's default, CS_EXACT_TRACES */
     }
     if (time_limit) {
         double t = PyFloat_AsDouble(time_limit);
@@ -447,7 +451,7 @@ static PyObject *Explorer_end(ExplorerObject *self, PyObject *arg) {
 static PyObject *Explorer_stats(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
     cs_stats st;
     cs_explorer_stats(self->ex, &st);
-    return Py_BuildValue("{sKsKsKsKsKsKsNsNsK}", "executions",
+    return Py_BuildValue("{sKsKsKsKsKsKsNsNsKsN}", "executions",
                          (unsigned long long)st.executions, "failing",
                          (unsigned long long)st.failing, "aborted",
                          (unsigned long long)st.aborted, "sleep_blocked",
@@ -456,7 +460,8 @@ static PyObject *Explorer_stats(ExplorerObject *self, PyObject *Py_UNUSED(ignore
                          (unsigned long long)st.max_depth, "complete",
                          PyBool_FromLong(st.complete), "budget_hit",
                          PyBool_FromLong(st.budget_hit), "guide_deviations",
-                         (unsigned long long)st.guide_deviations);
+                         (unsigned long long)st.guide_deviations, "traces_estimated",
+                         PyBool_FromLong(st.traces_estimated));
 }
 
 static PyObject *Explorer_divergence(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
@@ -833,7 +838,8 @@ static PyTypeObject ExplorerType = {
     .tp_repr = (reprfunc)Explorer_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Explorer(strategy, *, seed=0, pct_depth=3, pct_steps_hint=64, replay=None, "
-              "max_executions=0, max_steps=0, time_limit=0.0, count_traces=False)\n\n"
+              "max_executions=0, max_steps=0, time_limit=0.0, count_traces=False, "
+              "exact_traces=0)\n\n"
               "One exploration of a program's schedules by the C engine.",
     .tp_methods = Explorer_methods,
     .tp_getset = Explorer_getset,

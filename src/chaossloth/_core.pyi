@@ -82,6 +82,7 @@ class Explorer:
         max_steps: int = 0,
         time_limit: float = 0.0,
         count_traces: bool = False,
+        exact_traces: int = 0,
     ) -> Self: ...
     @property
     def strategy(self) -> str: ...
