@@ -11,10 +11,12 @@ list, as stage 1 records it), peak RSS and seconds; then the ``check`` pipeline 
 ``--stage-executions`` executions (stage 3 stops there), each stage's seconds and the process's
 peak RSS.  A run that fails (MemoryError, a crash, the time cap) prints why instead of figures.
 
-Part 2 (``--checkpoints``): the seed workload (two concurrent
-``MultiResourceServer.handle_request('audit')``) under the random strategy, one exploration of
-max(checkpoints) executions, the process's current RSS (VmRSS) when each checkpoint is reached,
-with the executions' distinct-trace count (and whether it is an estimate).
+Part 2 (``--checkpoints``): the random strategy, one exploration of max(checkpoints)
+executions, the process's current RSS (VmRSS) when each checkpoint is reached, with the
+distinct-trace count (and whether it is an estimate): on the seed workload (two concurrent
+``MultiResourceServer.handle_request('audit')``, 8 distinct traces), and on 4 tasks that each
+read, await and write one counter 3 times (most executions a trace not seen before, so the
+distinct-trace count is what grows).
 
 Figures of one machine, not assertions: nothing here fails on a slow run.  Compare a build
 with another by running this file under each (``PYTHONPATH=<other checkout>/src``).
@@ -104,6 +106,29 @@ CHILD_STAGES = textwrap.dedent(
     """
 )
 
+MANY_TRACES = textwrap.dedent(
+    """
+    import asyncio
+
+
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+
+    async def bump(c):
+        for _ in range(3):
+            v = c.n
+            await asyncio.sleep(0)
+            c.n = v + 1
+
+
+    async def scenario():
+        c = Counter()
+        await asyncio.gather(*(bump(c) for _ in range(4)))
+    """
+)
+
 CHILD_LONG = textwrap.dedent(
     """
     import json, sys, time
@@ -112,9 +137,11 @@ CHILD_LONG = textwrap.dedent(
 
     path = sys.argv[1]
     marks = sorted(int(x) for x in sys.argv[2].split(","))
-    prog = scenario.load(
-        path, Config(cls="MultiResourceServer", method="handle_request", args="'audit'")
-    )
+    if sys.argv[3] == "seed":
+        cfg = Config(cls="MultiResourceServer", method="handle_request", args="'audit'")
+    else:
+        cfg = Config(scenario="scenario")
+    prog = scenario.load(path, cfg)
 
     def vmrss():
         with open("/proc/self/status") as f:
@@ -146,7 +173,7 @@ CHILD_LONG = textwrap.dedent(
     print(json.dumps({
         "marks": out,
         "distinct": res.distinct_traces,
-        "estimated": bool(phase.get("distinct_traces_estimated", False)),
+        "estimated": bool(phase.get("traces_estimated", False)),
         "failing": res.failing_executions,
     }))
     """
@@ -205,21 +232,32 @@ def part_tasks(ns: argparse.Namespace) -> None:
 
 def part_long(ns: argparse.Namespace) -> None:
     marks = ns.checkpoints
-    r = child(
-        CHILD_LONG,
-        [str(ROOT / "examples" / "multi_resource.py"), marks],
-        dict(os.environ),
-        ns.timeout * 10,
-    )
-    print("\nseed workload, random strategy, one exploration: current RSS at each checkpoint")
-    if isinstance(r, str):
-        print(r)
-        return
-    print(f"{'executions':>10} {'VmRSS':>10} {'seconds':>9}")
-    for m in r["marks"]:
-        print(f"{m['executions']:>10} {m['rss']:7.1f} MB {m['seconds']:8.1f}s")
-    est = " (estimate)" if r["estimated"] else ""
-    print(f"distinct traces: {r['distinct']}{est}; failing executions: {r['failing']}")
+    with tempfile.TemporaryDirectory() as tmp:
+        many = Path(tmp) / "many_traces.py"
+        many.write_text(MANY_TRACES)
+        runs = [
+            (
+                "seed workload (2 x handle_request('audit'))",
+                ROOT / "examples" / "multi_resource.py",
+                "seed",
+            ),
+            (
+                "4 tasks x 3 read-await-write of one counter (most executions a new trace)",
+                many,
+                "scenario",
+            ),
+        ]
+        for title, path, kind in runs:
+            r = child(CHILD_LONG, [str(path), marks, kind], dict(os.environ), ns.timeout * 10)
+            print(f"\n{title}, random strategy, one exploration: VmRSS at each checkpoint")
+            if isinstance(r, str):
+                print(r)
+                continue
+            print(f"{'executions':>10} {'VmRSS':>10} {'seconds':>9}")
+            for m in r["marks"]:
+                print(f"{m['executions']:>10} {m['rss']:7.1f} MB {m['seconds']:8.1f}s")
+            est = " (an estimate)" if r["estimated"] else " (exact)"
+            print(f"distinct traces: {r['distinct']}{est}; failing executions: {r['failing']}")
 
 
 def main() -> int:

@@ -160,9 +160,10 @@ typedef struct {
                                  standard error): cs_stats.traces_estimated */
 } cs_config;
 
-/* The default of cs_config.exact_traces: 2^20 fingerprints (a 16 MB table at
- * most) before the distinct-trace count becomes an estimate. */
-#define CS_EXACT_TRACES ((uint64_t)1 << 20)
+/* The default of cs_config.exact_traces: 2^16 = 65,536 fingerprints (a 1 MB
+ * table at most) before the distinct-trace count becomes an estimate, so a
+ * run of hundreds of thousands of distinct executions keeps a flat RSS. */
+#define CS_EXACT_TRACES ((uint64_t)1 << 16)
 
 /* Fills a config with defaults for the given strategy. */
 void cs_config_init(cs_config *cfg, cs_strategy_kind kind);
