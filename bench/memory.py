@@ -1,6 +1,7 @@
 """Memory and time against the number of tasks, and RSS over a long random run.
 
     python bench/memory.py [--tasks 1000,2000,4000,10000] [--stage-executions 10]
+                           [--stage-strategy auto]
                            [--checkpoints 50000,100000,200000,300000] [--skip-stages]
                            [--skip-long]
 
@@ -8,8 +9,8 @@ Part 1 (``--tasks``): N tasks that share nothing (each ``await asyncio.sleep(0)`
 stores into its own slot of one dict; the main task awaits them in turn).  For each N, in a fresh
 process each: one execution (fifo, without and with the detailed trace: the Python ``Event``
 list, as stage 1 records it), peak RSS and seconds; then the ``check`` pipeline with
-``--stage-executions`` executions (stage 3 stops there), each stage's seconds and the process's
-peak RSS.  A run that fails (MemoryError, a crash, the time cap) prints why instead of figures.
+``--stage-executions`` executions of ``--stage-strategy`` (stage 3 stops there), each stage's
+seconds and the process's peak RSS.  A run that fails (MemoryError, a crash, the time cap) prints why instead of figures.
 
 Part 2 (``--checkpoints``): the random strategy, one exploration of max(checkpoints)
 executions, the process's current RSS (VmRSS) when each checkpoint is reached, with the
@@ -87,12 +88,13 @@ CHILD_STAGES = textwrap.dedent(
     from chaossloth import pipeline, scenario
     from chaossloth.config import Config
 
-    path, executions = sys.argv[1], int(sys.argv[2])
+    path, executions, strategy = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     prog = scenario.load(path, Config(scenario="scenario"))
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Config(
             scenario="scenario",
             max_executions=executions,
+            strategy=strategy,
             max_steps=10**7,
             database=None,
             schedule_out=str(Path(tmp) / "s.json"),
@@ -218,11 +220,19 @@ def part_tasks(ns: argparse.Namespace) -> None:
             rows.append((n, env))
         if ns.skip_stages:
             return
-        print(f"\ncheck pipeline, stage 3 stopped after {ns.stage_executions} executions")
+        print(
+            f"\ncheck pipeline, strategy {ns.stage_strategy}, stage 3 stopped after "
+            f"{ns.stage_executions} executions"
+        )
         names = ["capture", "alphabet", "collapse", "collision window", "verdict"]
         print(f"{'N':>6} {'peak RSS':>10} " + " ".join(f"{s[:10]:>10}" for s in names))
         for n, env in rows:
-            r = child(CHILD_STAGES, [str(path), str(ns.stage_executions)], env, ns.timeout)
+            r = child(
+                CHILD_STAGES,
+                [str(path), str(ns.stage_executions), ns.stage_strategy],
+                env,
+                ns.timeout,
+            )
             if isinstance(r, str):
                 print(f"{n:>6} {r}", flush=True)
                 continue
@@ -264,6 +274,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", default="1000,2000,4000,10000")
     ap.add_argument("--stage-executions", type=int, default=10)
+    ap.add_argument("--stage-strategy", default="auto", help="the pipeline's --strategy")
     ap.add_argument("--checkpoints", default="50000,100000,200000,300000")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per measurement")
     ap.add_argument("--skip-stages", action="store_true")

@@ -113,6 +113,7 @@ def explore(ctx: Context) -> ExecutionResult | None:
     res.executions = ex.executions
     res.failing_executions = ex.failing_executions
     res.distinct_traces = ex.distinct_traces
+    res.distinct_traces_estimated = any(p.get("traces_estimated") for p in ex.phases)
     res.sleep_blocked = ex.sleep_blocked
     res.complete = bool(ex.complete)
     if ex.incomplete_reason:
@@ -120,7 +121,11 @@ def explore(ctx: Context) -> ExecutionResult | None:
     res.explore_seconds = ex.explore_seconds
     strategies = "+".join(p.get("strategy", "?") for p in ex.phases) or cfg.strategy
     pr.say(
-        f"{ex.executions} executions ({strategies}), {ex.distinct_traces} distinct traces, "
+        f"{ex.executions} executions ({strategies}), "
+        + ("about " if res.distinct_traces_estimated else "")
+        + f"{ex.distinct_traces} distinct traces"
+        + (" (estimated past 65,536)" if res.distinct_traces_estimated else "")
+        + ", "
         + (f"{ex.sleep_blocked} sleep-set blocked, " if ex.sleep_blocked else "")
         + f"{ex.failing_executions} failing; "
         + (
