@@ -442,6 +442,11 @@ static int join_node(cs__trace *t, uint32_t d, uint32_t s, unsigned level, uint3
     bool all_s = true; /* every child of the result is s's */
     for (unsigned i = 0; i < CFAN; i++) {
         uint32_t sc = t->nodes[s].v[i], dc = t->nodes[n].v[i], r;
+        if (sc == dc) continue;
+        if (!sc) {
+            all_s = false;
+            continue;
+        }
         if (join_node(t, dc, sc, level - 1, mark, &r)) return CS_ENOMEM;
         if (r != sc) all_s = false;
         if (r == dc) continue;
@@ -906,6 +911,9 @@ int cs__trace_step_end(cs__trace *t) {
         uint32_t c = (uint32_t)(t->order[k] >> 32), at = (uint32_t)t->order[k];
         const event *ce = &t->ev[c];
         t->covered[at] = trie_get(t, root, height, ce->chain) >= ce->chain_pos;
+        /* a covered candidate happens before a joined one: its clock is
+         * already below the join */
+        if (t->covered[at]) continue;
         if (trie_join(t, &root, &height, ce->clock, ce->clock_h, mark)) return CS_ENOMEM;
     }
     uint32_t n_preds = 0;
