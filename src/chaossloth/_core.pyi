@@ -7,7 +7,7 @@ surface stock loops and handles have; ``_cs_*`` names are ChaosSloth's own.
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import Context
-from typing import Any, ClassVar, Final, Self, overload
+from typing import Any, ClassVar, Final, Self
 
 # ------------------------------------------------------------------ constants
 
@@ -41,14 +41,8 @@ class ExplorationActiveError(RuntimeError):
 
 class Clock(Sequence[int]):
     """An event's vector clock indexed by actor id: a read-only sequence of ints computed
-    from a copy of the execution's happens-before, equal to the tuple of its entries."""
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
-    def __len__(self) -> int: ...
-    def __hash__(self) -> int: ...
+    from a copy of the execution's happens-before, equal to the tuple of its entries (a slice
+    is a tuple); hashable."""
 
 class Event(tuple[Any, ...]):
     """One step of an execution (a struct sequence)."""
