@@ -39,9 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = textwrap.dedent(
     """
     import asyncio
-    import os
 
-    N = int(os.environ["CS_BENCH_TASKS"])
+    N = {n}
 
 
     class Store:
@@ -203,13 +202,13 @@ def child(code: str, args: list[str], env: dict[str, str], timeout: float) -> di
 def part_tasks(ns: argparse.Namespace) -> None:
     counts = [int(x) for x in ns.tasks.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "ntasks.py"
-        path.write_text(WORKLOAD)
         print(f"N tasks that share nothing (python {sys.version.split()[0]})")
         print(f"{'N':>6} {'one execution':>22} {'detailed (stage 1)':>22}")
         rows = []
         for n in counts:
-            env = dict(os.environ, CS_BENCH_TASKS=str(n))
+            env = dict(os.environ)
+            path = Path(tmp) / f"ntasks{n}.py"
+            path.write_text(WORKLOAD.replace("{n}", str(n)))
             cells = []
             for detailed in ("0", "1"):
                 r = child(CHILD_ONE, [str(path), detailed], env, ns.timeout)
@@ -217,7 +216,7 @@ def part_tasks(ns: argparse.Namespace) -> None:
                     r if isinstance(r, str) else f"{r['rss']:8.0f} MB {r['seconds']:7.2f}s"
                 )
             print(f"{n:>6} {cells[0]:>22} {cells[1]:>22}", flush=True)
-            rows.append((n, env))
+            rows.append((n, env, path))
         if ns.skip_stages:
             return
         print(
@@ -226,7 +225,7 @@ def part_tasks(ns: argparse.Namespace) -> None:
         )
         names = ["capture", "alphabet", "collapse", "collision window", "verdict"]
         print(f"{'N':>6} {'peak RSS':>10} " + " ".join(f"{s[:10]:>10}" for s in names))
-        for n, env in rows:
+        for n, env, path in rows:
             r = child(
                 CHILD_STAGES,
                 [str(path), str(ns.stage_executions), ns.stage_strategy],
