@@ -46,7 +46,7 @@ struct cs_explorer {
     size_t div_step, div_enabled;
     cs_actor div_expected;
 
-    cs__u64set fingerprints;
+    cs__distinct fingerprints; /* exact, then a sketch: bounded memory */
     cs_stats stats;
 };
 
@@ -193,6 +193,7 @@ int cs_explorer_new(const cs_config *cfg, cs_explorer **out) {
     if (!ex) return CS_ENOMEM;
     ex->cfg = *cfg;
     ex->ops = ops;
+    ex->fingerprints.exact_max = cfg->exact_traces ? cfg->exact_traces : CS_EXACT_TRACES;
     if (cfg->replay_len) {
         ex->replay_copy = malloc(cfg->replay_len * sizeof *ex->replay_copy);
         if (!ex->replay_copy) goto fail;
@@ -219,7 +220,7 @@ void cs_explorer_free(cs_explorer *ex) {
     free(ex->replay_copy);
     free(ex->paths);
     free(ex->index_slots);
-    cs__u64set_free(&ex->fingerprints);
+    cs__distinct_free(&ex->fingerprints);
     free(ex);
 }
 
@@ -329,9 +330,10 @@ int cs_execution_end(cs_explorer *ex, int outcome) {
         uint64_t fingerprint;
         int rc = cs__trace_fingerprint(ex->trace, &fingerprint);
         if (rc) return rc;
-        int added = cs__u64set_add(&ex->fingerprints, fingerprint);
+        int added = cs__distinct_add(&ex->fingerprints, fingerprint);
         if (added < 0) return added;
-        ex->stats.distinct_traces = cs__u64set_count(&ex->fingerprints);
+        ex->stats.distinct_traces = cs__distinct_count(&ex->fingerprints);
+        ex->stats.traces_estimated = cs__distinct_estimated(&ex->fingerprints);
     }
     ex->phase = IDLE;
     ex->stats.executions++;
@@ -407,6 +409,13 @@ int cs_trace_clock(cs_explorer *ex, size_t index, const uint32_t **clock,
     if (!ex || !clock || !len) return CS_EINVAL;
     return cs__trace_get_clock(ex->trace, index, clock, len);
 }
+
+int cs_trace_hb_view(const cs_explorer *ex, cs_hb_view **out) {
+    if (!ex || !out) return CS_EINVAL;
+    return cs__trace_hb_view(ex->trace, out);
+}
+
+void cs_hb_view_free(cs_hb_view *view) { cs__hb_view_free(view); }
 
 int cs_trace_happens_before(const cs_explorer *ex, size_t a, size_t b) {
     if (!ex) return 0;

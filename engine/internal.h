@@ -53,10 +53,33 @@ typedef struct {
 /* Returns 1 if v was added, 0 if it was present, CS_ENOMEM. */
 int cs__u64set_add(cs__u64set *s, uint64_t v);
 size_t cs__u64set_count(const cs__u64set *s);
+bool cs__u64set_has(const cs__u64set *s, uint64_t v);
 /* Writes the members (in no particular order) to out, which has room for
  * cs__u64set_count(s) values. */
 void cs__u64set_members(const cs__u64set *s, uint64_t *out);
 void cs__u64set_free(cs__u64set *s);
+
+/* Distinct 64-bit values (trace fingerprints) in bounded memory: counted
+ * exactly in a cs__u64set up to `exact_max` values, then by a HyperLogLog
+ * sketch of 2^CS__HLL_P one-byte registers (64 KB; relative standard error
+ * 1.04 / 2^(P/2) = 0.4%) into which the exact set is poured and freed.  From
+ * the switch on the count is an estimate (cs__distinct_estimated) and memory
+ * stays flat however many values arrive. */
+#define CS__HLL_P 16
+typedef struct {
+    cs__u64set exact;
+    uint64_t exact_max; /* values counted exactly before the sketch */
+    uint8_t *hll;       /* NULL while exact; else 2^CS__HLL_P registers */
+    double hll_sum;     /* sketch: sum over registers of 2^-register */
+    size_t hll_zeros;   /* sketch: registers still 0 */
+} cs__distinct;
+
+/* Returns 1 if v is new (exact mode), 0 if seen or in sketch mode, CS_ENOMEM
+ * (nothing changed). */
+int cs__distinct_add(cs__distinct *d, uint64_t v);
+uint64_t cs__distinct_count(const cs__distinct *d);
+bool cs__distinct_estimated(const cs__distinct *d);
+void cs__distinct_free(cs__distinct *d);
 
 /* ------------------------------------------------------------------- rng */
 
@@ -95,8 +118,9 @@ double cs__rng_double(cs__rng *rng);
 
 /* The record of one execution.  Memory is reused across executions: reset
  * keeps the capacity.  Every event carries a vector clock indexed by chains
- * of HB-ordered events (see trace.c), as wide as the number of chains when it
- * was recorded; the actor-indexed clock is computed on request. */
+ * of HB-ordered events, stored as a persistent trie that shares what it does
+ * not change with the clocks it was joined from (see trace.c); the
+ * actor-indexed clock is computed on request. */
 typedef struct cs__trace cs__trace;
 
 int cs__trace_new(cs__trace **out);
@@ -116,8 +140,10 @@ size_t cs__trace_barrier_of(const cs__trace *t, size_t index);
 int cs__trace_step_end(cs__trace *t);
 bool cs__trace_step_open(const cs__trace *t);
 size_t cs__trace_len(const cs__trace *t);
-/* The number of HB chains the clocks are indexed by (their widest width). */
+/* The number of HB chains the clocks are indexed by. */
 size_t cs__trace_chains(const cs__trace *t);
+/* Clock trie nodes in use (64 bytes each): what the execution's clocks cost. */
+size_t cs__trace_clock_nodes(const cs__trace *t);
 /* Canonical fingerprint of the execution's Mazurkiewicz trace: equal for two
  * executions iff they are equivalent up to swapping adjacent independent
  * steps (modulo hash collisions).  Needs O(steps) scratch memory: CS_ENOMEM
@@ -163,6 +189,9 @@ int cs__trace_get_access_flags(const cs__trace *t, size_t index, uint8_t *flags)
  * reset.  O(*len * log(steps per actor)), plus O(len) after new steps. */
 int cs__trace_get_clock(cs__trace *t, size_t index, const uint32_t **clock, size_t *len);
 bool cs__trace_hb(const cs__trace *t, size_t a, size_t b);
+/* A copy of the trace's happens-before for cs_trace_hb_view. */
+int cs__trace_hb_view(const cs__trace *t, cs_hb_view **out);
+void cs__hb_view_free(cs_hb_view *v);
 bool cs__trace_dep(const cs__trace *t, size_t a, size_t b);
 int cs__trace_preds(const cs__trace *t, size_t index, size_t *out, size_t cap,
                    size_t *n);

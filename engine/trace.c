@@ -20,24 +20,33 @@
  * Vector clocks are indexed by CHAINS, not actors.  A chain is a sequence of
  * events totally ordered by HB; every event belongs to exactly one chain, at
  * position pos(e) >= 1.  clock(e)[c] is the number of events of chain c that
- * happen before or equal e (entries past the stored width are 0), so
+ * happen before or equal e (0 for a chain e does not follow), so
  *   a happens before b  iff  a < b and clock(b)[chain(a)] >= pos(a).
  * An actor's steps are not one chain: in asyncio every non-task callback is
  * an actor of one step, and a ping-pong of callbacks, each scheduled by the
- * previous one, is a single chain of width 1 where actor-indexed clocks would
- * be as wide as the run is long.
+ * previous one, is a single chain where actor-indexed clocks would be as wide
+ * as the run is long.
  *
  * Chain of a new event e, first rule that applies (tie-break, deterministic):
  *   1. the chain of its actor's previous event, if that event is its chain's
  *      tip (it happens before e by program order);
  *   2. the chain of the lowest-index immediate predecessor that is a tip;
- *   3. the lowest chain whose tip happens before e (a chain that went dead,
- *      e.g. the siblings of a fan-out joined by e; bounds the chain count by
- *      the width of the partial order rather than the number of forks);
- *   4. a new chain.
+ *   3. a new chain.
  * Each choice keeps every chain totally ordered by HB, which is all the HB
- * test needs.  Clocks are stored densely over the chains that exist when the
- * event ends (clock_len = that count).  The actor-indexed clock of the public
+ * test needs.  The number of chains only sets the depth of the clocks' tries
+ * (below): what a clock costs is the causality it records, not the width.
+ *
+ * Clock representation: persistent tries with sharing.  A clock is a trie of
+ * 16-entry nodes over the chain index (height h covers chains [0, 16^h); a
+ * missing subtree, node 0, is all zeros), kept in one node pool per trace.
+ * Clocks are immutable once their event has ended, so a new clock shares
+ * every subtree it does not change with the clocks it was joined from: an
+ * event's clock costs O(depth) new nodes for its own tick plus, for a join,
+ * the nodes on the paths where its candidates' clocks differ (a subtree equal
+ * in both, or zero in one, is taken as a pointer).  Nodes allocated while the
+ * open step builds its clock (index >= the step's mark) are its own and are
+ * updated in place.  N tasks that share nothing cost O(N) clock memory where
+ * dense clocks cost O(N^2).  The actor-indexed clock of the public
  * API (cs__trace_get_clock) is materialised on demand: clock[a] = 1 + the
  * actor_step of a's last event that happens before or equals e, found by
  * binary search over a's events (HB-closed sets are prefixes of an actor's
@@ -59,12 +68,18 @@
  * barrier write happens before that write); a barrier read's are the last
  * barrier write and every actor's last writing event since; every access
  * takes the last barrier write, and every write the barrier reads since it.
- * CS_AFTER_ALL takes the chain tips as they were at its
- * barrier as candidates: every event before the barrier happens before or
- * equals one of them, and the maximal such events are among them.
- * They are taken in (actor, event) order, which keeps the order of the
- * predecessors list the same as taking every actor's last event in actor
- * order (each actor has at most one maximal event: its last).
+ * CS_AFTER_ALL takes the maximal events as they were at its barrier as
+ * candidates (the trace keeps the set of maximal events, the events no
+ * later event has as an immediate predecessor: every event before the
+ * barrier happens before or equals one of them).  They are taken in (actor,
+ * event) order, which keeps the order of the predecessors list the same as
+ * taking every actor's last event in actor order (each actor has at most one
+ * maximal event: its last).
+ *
+ * Immediate predecessors: the candidates are joined in decreasing event
+ * order; a candidate c is covered (happens before another candidate, which
+ * can only be a later one) iff the join of the candidates after it has
+ * c's chain at >= pos(c).  They are listed in candidate order.
  *
  * Memory is kept across cs__trace_reset (hash tables are invalidated by a
  * generation stamp) and grows with the length of an execution only.
@@ -73,8 +88,9 @@
  * the "no event" mark): step_begin and access_add refuse (CS_ENOMEM) past
  * UINT32_MAX - 2, so every index, count of resources/objects (at most one
  * per access) and chain number (at most one per event) fits.  The pools
- * that grow faster than the event count (clocks: events x chains; immediate
- * predecessors) are addressed by size_t offsets.
+ * that can grow faster than the event count (immediate predecessors) are
+ * addressed by size_t offsets; the clock node pool by uint32_t (CS_ENOMEM
+ * past UINT32_MAX - 1 nodes).
  */
 #include "internal.h"
 
@@ -136,8 +152,8 @@ typedef struct {
     uint32_t actor_step;
     int64_t scheduled_by;
     uint32_t first_access, n_accesses;
-    size_t clock_off;              /* into the clock pool (may pass 2^32) */
-    uint32_t clock_len;            /* clock over chains [0, clock_len) */
+    uint32_t clock;                /* root node of its clock trie, 0 = empty */
+    uint8_t clock_h;               /* the trie's height (chains < 16^h) */
     uint32_t chain, chain_pos;     /* chain_pos >= 1 */
     uint32_t awidth;               /* actors interned when the step ended */
     uint32_t barrier;              /* CS_AFTER_ALL: follows events [0, barrier) */
@@ -149,6 +165,15 @@ typedef struct {
     uint32_t tip; /* last event of the chain */
     uint32_t len; /* events in the chain = chain_pos of its tip */
 } chain_rec;
+
+/* A clock trie node: 16 child node indices (inner levels) or 16 clock
+ * entries (leaves), one cache line. */
+#define CBITS 4
+#define CFAN (1u << CBITS)
+#define CMAXH 8 /* 16^8 = 2^32 chains */
+typedef struct {
+    uint32_t v[CFAN];
+} cnode;
 
 /* Per-access scratch: the object record and the resource record. */
 typedef struct acc_ref {
@@ -167,18 +192,26 @@ struct cs__trace {
     uint8_t *acc_flags; /* per access: CS_ID_* flags given with it */
     size_t cap_acc_flags;
 
-    uint32_t *clocks; /* pool: event clocks, each clock_len entries */
-    size_t n_clk, cap_clk;
+    cnode *nodes; /* pool of clock trie nodes; node 0 is the zero subtree */
+    size_t n_nodes, cap_nodes;
 
     chain_rec *chains; /* valid below n_chain */
     size_t n_chain, cap_chain;
-    uint64_t *tip_keys; /* the chain tips at the latest barrier, sorted by
-                           actor << 32 | event: CS_AFTER_ALL's candidates */
+    uint64_t *tip_keys; /* the maximal events at the latest barrier, sorted
+                           by actor << 32 | event: CS_AFTER_ALL's candidates */
     size_t n_tip_keys, cap_tip_keys;
+    /* the maximal events so far (no later event has them as an immediate
+     * predecessor), in no order; max_at[e] = e's position in it or NONE */
+    uint32_t *maxset;
+    size_t n_max, cap_max;
+    uint32_t *max_at;
+    size_t cap_max_at;
     bool has_barrier;
     uint32_t barrier_len; /* events before the latest barrier */
-    uint32_t *strict; /* step_end scratch: join of the candidates' strict clocks */
-    size_t cap_strict;
+    uint64_t *order; /* step_end scratch: candidates by decreasing event */
+    size_t cap_order;
+    bool *covered;   /* step_end scratch: per candidate */
+    size_t cap_covered;
 
     uint32_t *preds; /* pool: immediate predecessors */
     size_t n_pred, cap_pred;
@@ -342,15 +375,168 @@ static uint32_t table_find(table *t, uint32_t gen, uint64_t object, uint64_t key
     return fresh_index;
 }
 
+/* ------------------------------------------------------- clock tries */
+
+/* Entry c of the clock (root, h). */
+static uint32_t trie_get_in(const cnode *nodes, uint32_t root, unsigned h, uint32_t c) {
+    if (h < CMAXH && (c >> (CBITS * h)) != 0) return 0;
+    uint32_t n = root;
+    for (unsigned level = h; level > 0 && n; level--)
+        n = nodes[n].v[(c >> (CBITS * (level - 1))) & (CFAN - 1)];
+    return n;
+}
+
+static uint32_t trie_get(const cs__trace *t, uint32_t root, unsigned h, uint32_t c) {
+    return trie_get_in(t->nodes, root, h, c);
+}
+
+/* A new node: a copy of node `of` (0: zeros).  May move t->nodes. */
+static int node_new(cs__trace *t, uint32_t of, uint32_t *out) {
+    if (t->n_nodes >= NONE - 1) return CS_ENOMEM;
+    if (GROW(t->nodes, t->cap_nodes, t->n_nodes + 1)) return CS_ENOMEM;
+    uint32_t n = (uint32_t)t->n_nodes++;
+    if (of)
+        t->nodes[n] = t->nodes[of];
+    else
+        memset(&t->nodes[n], 0, sizeof t->nodes[n]);
+    *out = n;
+    return CS_OK;
+}
+
+/* The join of subtrees d and s, both of height `level`, as *out: d itself
+ * when s adds nothing, s itself when it dominates d, else a node of the open
+ * step (index >= mark: updated in place, else copied first). */
+static int join_node(cs__trace *t, uint32_t d, uint32_t s, unsigned level, uint32_t mark,
+                     uint32_t *out) {
+    if (!s || d == s) {
+        *out = d;
+        return CS_OK;
+    }
+    if (!d) {
+        *out = s;
+        return CS_OK;
+    }
+    if (level == 1) {
+        const uint32_t *dv = t->nodes[d].v, *sv = t->nodes[s].v;
+        bool d_ge = true, s_ge = true;
+        for (unsigned i = 0; i < CFAN; i++) {
+            if (dv[i] < sv[i]) d_ge = false;
+            if (sv[i] < dv[i]) s_ge = false;
+        }
+        if (d_ge) {
+            *out = d;
+            return CS_OK;
+        }
+        if (s_ge) {
+            *out = s;
+            return CS_OK;
+        }
+        uint32_t n = d;
+        if (n < mark && node_new(t, d, &n)) return CS_ENOMEM;
+        for (unsigned i = 0; i < CFAN; i++)
+            if (t->nodes[s].v[i] > t->nodes[n].v[i]) t->nodes[n].v[i] = t->nodes[s].v[i];
+        *out = n;
+        return CS_OK;
+    }
+    uint32_t n = d;
+    bool all_s = true; /* every child of the result is s's */
+    for (unsigned i = 0; i < CFAN; i++) {
+        uint32_t sc = t->nodes[s].v[i], dc = t->nodes[n].v[i], r;
+        if (sc == dc) continue;
+        if (!sc) {
+            all_s = false;
+            continue;
+        }
+        if (join_node(t, dc, sc, level - 1, mark, &r)) return CS_ENOMEM;
+        if (r != sc) all_s = false;
+        if (r == dc) continue;
+        if (n < mark && node_new(t, n, &n)) return CS_ENOMEM;
+        t->nodes[n].v[i] = r;
+    }
+    if (all_s) {
+        /* s dominates: share it (a copy made here, if last, is given back) */
+        if (n != d && n + 1 == t->n_nodes) t->n_nodes--;
+        n = s;
+    }
+    *out = n;
+    return CS_OK;
+}
+
+/* Joins the subtree s of height sh into d of height level >= sh, where s
+ * covers d's chains [0, 16^sh), i.e. d's leftmost path. */
+static int join_at(cs__trace *t, uint32_t d, unsigned level, uint32_t s, unsigned sh,
+                   uint32_t mark, uint32_t *out) {
+    if (level == sh) return join_node(t, d, s, level, mark, out);
+    uint32_t dc = d ? t->nodes[d].v[0] : 0, r;
+    if (join_at(t, dc, level - 1, s, sh, mark, &r)) return CS_ENOMEM;
+    if (r == dc) {
+        *out = d;
+        return CS_OK;
+    }
+    uint32_t n = d;
+    if (n < mark && node_new(t, d, &n)) return CS_ENOMEM;
+    t->nodes[n].v[0] = r;
+    *out = n;
+    return CS_OK;
+}
+
+/* Raises the clock (*root, *h) to height h2 (a new root over the old one). */
+static int trie_lift(cs__trace *t, uint32_t *root, uint8_t *h, unsigned h2) {
+    while (*h < h2) {
+        if (*root) {
+            uint32_t n;
+            if (node_new(t, 0, &n)) return CS_ENOMEM;
+            t->nodes[n].v[0] = *root;
+            *root = n;
+        }
+        (*h)++;
+    }
+    return CS_OK;
+}
+
+/* (*root, *h) := its join with (s, sh). */
+static int trie_join(cs__trace *t, uint32_t *root, uint8_t *h, uint32_t s, uint8_t sh,
+                     uint32_t mark) {
+    if (!s) return CS_OK;
+    if (!*root) {
+        *root = s;
+        *h = sh;
+        return CS_OK;
+    }
+    if (trie_lift(t, root, h, sh)) return CS_ENOMEM;
+    return join_at(t, *root, *h, s, sh, mark, root);
+}
+
+/* (*root, *h)[c] := v (nodes of the open step updated in place). */
+static int trie_set(cs__trace *t, uint32_t *root, uint8_t *h, uint32_t c, uint32_t v,
+                    uint32_t mark) {
+    unsigned need = 1;
+    while (need < CMAXH && (c >> (CBITS * need)) != 0) need++;
+    if (trie_lift(t, root, h, need)) return CS_ENOMEM;
+    uint32_t n = *root;
+    if (n < mark && node_new(t, n, &n)) return CS_ENOMEM;
+    *root = n;
+    for (unsigned level = *h; level > 1; level--) {
+        unsigned i = (c >> (CBITS * (level - 1))) & (CFAN - 1);
+        uint32_t ch = t->nodes[n].v[i], nc = ch;
+        if (nc < mark && node_new(t, ch, &nc)) return CS_ENOMEM;
+        t->nodes[n].v[i] = nc;
+        n = nc;
+    }
+    t->nodes[n].v[c & (CFAN - 1)] = v;
+    return CS_OK;
+}
+
 static uint32_t clock_at(const cs__trace *t, uint32_t e, uint32_t chain) {
     const event *ev = &t->ev[e];
-    return chain < ev->clock_len ? t->clocks[ev->clock_off + chain] : 0;
+    return trie_get(t, ev->clock, ev->clock_h, chain);
 }
 
 /* a happens before b (both recorded events) */
 static bool hb_idx(const cs__trace *t, uint32_t a, uint32_t b) {
     if (a >= b) return false;
-    const event *ea = &t->ev[a];
+    const event *ea = &t->ev[a], *eb = &t->ev[b];
+    if (ea->chain == eb->chain) return true; /* a chain is totally ordered */
     return clock_at(t, b, ea->chain) >= ea->chain_pos;
 }
 
@@ -363,6 +549,11 @@ int cs__trace_new(cs__trace **out) {
     t->gen = 1;
     t->idx_len = SIZE_MAX;
     t->all_write = NONE;
+    uint32_t zero;
+    if (node_new(t, 0, &zero)) {
+        free(t);
+        return CS_ENOMEM;
+    }
     *out = t;
     return CS_OK;
 }
@@ -387,10 +578,13 @@ void cs__trace_free(cs__trace *t) {
     free(t->acc);
     free(t->acc_obj);
     free(t->acc_flags);
-    free(t->clocks);
+    free(t->nodes);
+    free(t->maxset);
+    free(t->max_at);
+    free(t->order);
+    free(t->covered);
     free(t->chains);
     free(t->tip_keys);
-    free(t->strict);
     free(t->by_actor_off);
     free(t->by_actor);
     free(t->preds);
@@ -414,7 +608,8 @@ void cs__trace_reset(cs__trace *t) {
     t->len = 0;
     t->open = false;
     t->n_acc = 0;
-    t->n_clk = 0;
+    t->n_nodes = 1; /* node 0, the zero subtree, is never written */
+    t->n_max = 0;
     t->n_chain = 0;
     t->has_barrier = false;
     t->n_tip_keys = 0;
@@ -588,13 +783,13 @@ static int object_of(cs__trace *t, uint64_t object, cs__objname name, uint32_t b
     return CS_OK;
 }
 
-/* The current chain tips, sorted by (actor, event), into tip_keys. */
+/* The current maximal events, sorted by (actor, event), into tip_keys. */
 static int snapshot_tips(cs__trace *t) {
-    if (GROW(t->tip_keys, t->cap_tip_keys, t->n_chain + 1)) return CS_ENOMEM;
-    for (size_t c = 0; c < t->n_chain; c++)
-        t->tip_keys[c] = (uint64_t)t->ev[t->chains[c].tip].actor << 32 | t->chains[c].tip;
-    qsort(t->tip_keys, t->n_chain, sizeof *t->tip_keys, cmp_u64);
-    t->n_tip_keys = t->n_chain;
+    if (GROW(t->tip_keys, t->cap_tip_keys, t->n_max + 1)) return CS_ENOMEM;
+    for (size_t i = 0; i < t->n_max; i++)
+        t->tip_keys[i] = (uint64_t)t->ev[t->maxset[i]].actor << 32 | t->maxset[i];
+    qsort(t->tip_keys, t->n_max, sizeof *t->tip_keys, cmp_u64);
+    t->n_tip_keys = t->n_max;
     return CS_OK;
 }
 
@@ -699,46 +894,31 @@ int cs__trace_step_end(cs__trace *t) {
         if (rc) return CS_ENOMEM;
     }
 
-    /* The clock: join of the candidates (one spare entry for a new chain). */
+    /* The clock: join of the candidates in decreasing event order; a
+     * candidate is covered iff the join of the later ones has reached it
+     * (only a later event can follow it).  Nodes from `mark` on are this
+     * step's own. */
     size_t width = t->n_chain;
-    if (GROW(t->clocks, t->cap_clk, t->n_clk + width + 1)) return CS_ENOMEM;
     if (GROW(t->chains, t->cap_chain, width + 1)) return CS_ENOMEM;
     if (GROW(t->preds, t->cap_pred, t->n_pred + t->n_cand)) return CS_ENOMEM;
-    if (GROW(t->strict, t->cap_strict, width + 1)) return CS_ENOMEM;
-    uint32_t *clk = t->clocks + t->n_clk, *strict = t->strict;
-    bool pairwise = t->n_cand <= PAIRWISE_CANDS;
-    memset(clk, 0, (width + 1) * sizeof *clk);
-    if (!pairwise) memset(strict, 0, (width + 1) * sizeof *strict);
-    for (size_t i = 0; i < t->n_cand; i++) {
-        const event *c = &t->ev[t->cand[i]];
-        const uint32_t *cc = t->clocks + c->clock_off;
-        for (uint32_t a = 0; a < c->clock_len; a++)
-            if (cc[a] > clk[a]) clk[a] = cc[a];
-        if (pairwise) continue;
-        for (uint32_t a = 0; a < c->clock_len; a++) {
-            /* the strict clock of c (events before c) differs at c's chain */
-            uint32_t sv = cc[a] - (a == c->chain);
-            if (sv > strict[a]) strict[a] = sv;
-        }
+    if (GROW(t->order, t->cap_order, t->n_cand + 1)) return CS_ENOMEM;
+    if (GROW(t->covered, t->cap_covered, t->n_cand + 1)) return CS_ENOMEM;
+    uint32_t mark = (uint32_t)t->n_nodes, root = 0;
+    uint8_t height = 0;
+    for (size_t i = 0; i < t->n_cand; i++) t->order[i] = (uint64_t)t->cand[i] << 32 | i;
+    if (t->n_cand > 1) qsort(t->order, t->n_cand, sizeof *t->order, cmp_u64);
+    for (size_t k = t->n_cand; k-- > 0;) {
+        uint32_t c = (uint32_t)(t->order[k] >> 32), at = (uint32_t)t->order[k];
+        const event *ce = &t->ev[c];
+        t->covered[at] = trie_get(t, root, height, ce->chain) >= ce->chain_pos;
+        /* a covered candidate happens before a joined one: its clock is
+         * already below the join */
+        if (t->covered[at]) continue;
+        if (trie_join(t, &root, &height, ce->clock, ce->clock_h, mark)) return CS_ENOMEM;
     }
-
-    /* Immediate predecessors: candidates that precede no other candidate, in
-     * candidate order.  Few candidates: pairwise.  Many (a wide fan-in):
-     * c precedes a candidate d != c iff d's strict clock has c's chain at
-     * >= pos(c) (for d = c it is pos(c) - 1), so c is covered iff the join
-     * of the strict clocks is; O(candidates * chains). */
     uint32_t n_preds = 0;
-    for (size_t i = 0; i < t->n_cand; i++) {
-        uint32_t c = t->cand[i];
-        bool covered = false;
-        if (pairwise) {
-            for (size_t j = 0; j < t->n_cand && !covered; j++)
-                if (j != i && hb_idx(t, c, t->cand[j])) covered = true;
-        } else {
-            covered = strict[t->ev[c].chain] >= t->ev[c].chain_pos;
-        }
-        if (!covered) t->preds[t->n_pred + n_preds++] = c;
-    }
+    for (size_t i = 0; i < t->n_cand; i++)
+        if (!t->covered[i]) t->preds[t->n_pred + n_preds++] = t->cand[i];
 
     /* The chain, by the rules of the header comment, then tick.  The chain
      * records are committed with the event, at the end. */
@@ -752,14 +932,17 @@ int cs__trace_step_end(cs__trace *t) {
         }
         if (lowest != NONE) chain = t->ev[lowest].chain;
     }
-    for (size_t c = 0; c < width && chain == NONE; c++)
-        if (clk[c] == t->chains[c].len) chain = (uint32_t)c;
     if (chain == NONE) {
         chain = (uint32_t)width++;
         t->chains[chain].len = 0;
     }
     uint32_t pos = t->chains[chain].len + 1;
-    clk[chain] = pos;
+    if (trie_set(t, &root, &height, chain, pos, mark)) return CS_ENOMEM;
+
+    /* The maximal events: the immediate predecessors no longer are, this
+     * event is (grown first: nothing below may fail half-way). */
+    if (GROW(t->max_at, t->cap_max_at, (size_t)me + 1)) return CS_ENOMEM;
+    if (GROW(t->maxset, t->cap_max, t->n_max + 1)) return CS_ENOMEM;
 
     /* The barrier state, per event.  A step with a barrier write becomes
      * all_write: every later access follows it, so its other accesses need
@@ -823,9 +1006,20 @@ int cs__trace_step_end(cs__trace *t) {
         if (rc) return CS_ENOMEM;
     }
 
+    for (uint32_t q = 0; q < n_preds; q++) {
+        uint32_t x = t->preds[t->n_pred + q], at = t->max_at[x];
+        if (at == NONE) continue;
+        uint32_t moved = t->maxset[--t->n_max];
+        t->maxset[at] = moved;
+        t->max_at[moved] = at;
+        t->max_at[x] = NONE;
+    }
+    t->max_at[me] = (uint32_t)t->n_max;
+    t->maxset[t->n_max++] = me;
+
     event *e = &t->ev[me];
-    e->clock_off = t->n_clk;
-    e->clock_len = (uint32_t)width;
+    e->clock = root;
+    e->clock_h = height;
     e->chain = chain;
     e->chain_pos = pos;
     e->awidth = (uint32_t)t->width;
@@ -833,7 +1027,6 @@ int cs__trace_step_end(cs__trace *t) {
     t->n_chain = width;
     e->pred_off = t->n_pred;
     e->n_preds = n_preds;
-    t->n_clk += width;
     t->n_pred += n_preds;
     t->last_ev[actor] = me;
     t->n_steps[actor]++;
@@ -844,6 +1037,7 @@ int cs__trace_step_end(cs__trace *t) {
 
 bool cs__trace_step_open(const cs__trace *t) { return t && t->open; }
 size_t cs__trace_chains(const cs__trace *t) { return t ? t->n_chain : 0; }
+size_t cs__trace_clock_nodes(const cs__trace *t) { return t && t->n_nodes ? t->n_nodes - 1 : 0; }
 size_t cs__trace_len(const cs__trace *t) { return t ? t->len : 0; }
 
 /* ------------------------------------------------------------ queries */
@@ -1073,4 +1267,105 @@ done:
     free(heap);
     free(fill);
     return rc;
+}
+
+/* ------------------------------------------------------------ HB view */
+
+/* What the actor-indexed clocks need, copied out of the trace: per event its
+ * actor, rank, chain, position and clock root; the node pool; each actor's
+ * events in order.  O(events + nodes) memory. */
+typedef struct {
+    cs_actor actor;
+    uint32_t actor_step, chain, chain_pos, clock, awidth;
+    uint8_t clock_h;
+} vevent;
+
+struct cs_hb_view {
+    size_t len, width;
+    vevent *ev;
+    cnode *nodes;
+    uint32_t *by_actor_off; /* width + 1 entries */
+    uint32_t *by_actor;     /* len entries */
+};
+
+void cs__hb_view_free(cs_hb_view *v) {
+    if (!v) return;
+    free(v->ev);
+    free(v->nodes);
+    free(v->by_actor_off);
+    free(v->by_actor);
+    free(v);
+}
+
+int cs__trace_hb_view(const cs__trace *t, cs_hb_view **out) {
+    if (!t || !out) return CS_EINVAL;
+    *out = NULL;
+    cs_hb_view *v = calloc(1, sizeof *v);
+    if (!v) return CS_ENOMEM;
+    v->len = t->len;
+    v->width = t->width;
+    v->ev = malloc((t->len ? t->len : 1) * sizeof *v->ev);
+    v->nodes = malloc((t->n_nodes ? t->n_nodes : 1) * sizeof *v->nodes);
+    v->by_actor_off = calloc(t->width + 1, sizeof *v->by_actor_off);
+    v->by_actor = malloc((t->len ? t->len : 1) * sizeof *v->by_actor);
+    if (!v->ev || !v->nodes || !v->by_actor_off || !v->by_actor) {
+        cs__hb_view_free(v);
+        return CS_ENOMEM;
+    }
+    if (t->n_nodes) memcpy(v->nodes, t->nodes, t->n_nodes * sizeof *v->nodes);
+    for (size_t i = 0; i < t->len; i++) {
+        const event *e = &t->ev[i];
+        v->ev[i] = (vevent){e->actor, e->actor_step, e->chain,   e->chain_pos,
+                            e->clock, e->awidth,     e->clock_h};
+        v->by_actor_off[e->actor + 1]++;
+    }
+    for (size_t a = 0; a < t->width; a++) v->by_actor_off[a + 1] += v->by_actor_off[a];
+    for (size_t i = 0; i < t->len; i++) {
+        const event *e = &t->ev[i];
+        v->by_actor[v->by_actor_off[e->actor] + e->actor_step] = (uint32_t)i;
+    }
+    *out = v;
+    return CS_OK;
+}
+
+size_t cs_hb_view_length(const cs_hb_view *v) { return v ? v->len : 0; }
+
+static bool view_hb(const cs_hb_view *v, uint32_t a, uint32_t b) {
+    if (a >= b) return false;
+    const vevent *ea = &v->ev[a], *eb = &v->ev[b];
+    if (ea->chain == eb->chain) return true;
+    return trie_get_in(v->nodes, eb->clock, eb->clock_h, ea->chain) >= ea->chain_pos;
+}
+
+int cs_hb_view_happens_before(const cs_hb_view *v, size_t a, size_t b) {
+    if (!v || a >= v->len || b >= v->len) return 0;
+    return view_hb(v, (uint32_t)a, (uint32_t)b) ? 1 : 0;
+}
+
+size_t cs_hb_view_clock_len(const cs_hb_view *v, size_t index) {
+    return v && index < v->len ? v->ev[index].awidth : 0;
+}
+
+int cs_hb_view_clock(const cs_hb_view *v, size_t index, cs_actor actor, uint32_t *value) {
+    if (!v || !value || index >= v->len) return CS_EINVAL;
+    const vevent *e = &v->ev[index];
+    *value = 0;
+    if (actor >= e->awidth || actor >= v->width) return CS_OK;
+    if (actor == e->actor) {
+        *value = e->actor_step + 1;
+        return CS_OK;
+    }
+    /* the actor's events that happen before e are a prefix of its program
+     * order: count them by binary search (as cs__trace_get_clock) */
+    const uint32_t *evs = v->by_actor + v->by_actor_off[actor];
+    uint32_t lo = 0, hi = v->by_actor_off[actor + 1] - v->by_actor_off[actor];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (view_hb(v, evs[mid], (uint32_t)index))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *value = lo;
+    return CS_OK;
 }

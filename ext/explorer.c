@@ -157,15 +157,18 @@ static PyObject *Explorer_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     static char *kwlist[] = {"strategy",       "seed",      "pct_depth",
                              "pct_steps_hint", "replay",    "max_executions",
                              "max_steps",      "time_limit", "count_traces",
-                             "shard_index",    "shard_count", NULL};
+                             "shard_index",    "shard_count", "exact_traces",
+                             NULL};
     PyObject *strategy = NULL, *seed = NULL, *depth = NULL, *hint = NULL;
     PyObject *replay = Py_None, *max_exec = NULL, *max_steps = NULL;
     PyObject *time_limit = NULL, *shard_index = NULL, *shard_count = NULL;
+    PyObject *exact_traces = NULL;
     int count_traces = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOpOO:Explorer", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOpOOO:Explorer", kwlist,
                                      &strategy, &seed, &depth, &hint, &replay,
                                      &max_exec, &max_steps, &time_limit,
-                                     &count_traces, &shard_index, &shard_count))
+                                     &count_traces, &shard_index, &shard_count,
+                                     &exact_traces))
         return NULL;
     if (!PyUnicode_Check(strategy)) {
         PyErr_Format(PyExc_TypeError, "strategy must be a str, not %.80s",
@@ -224,6 +227,10 @@ static PyObject *Explorer_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     if (max_steps) {
         if (arg_u64(max_steps, UINT64_MAX, "max_steps", &v) < 0) return NULL;
         cfg.max_steps = v;
+    }
+    if (exact_traces) {
+        if (arg_u64(exact_traces, UINT64_MAX, "exact_traces", &v) < 0) return NULL;
+        cfg.exact_traces = v; /* 0: the engine's default, CS_EXACT_TRACES */
     }
     if (time_limit) {
         double t = PyFloat_AsDouble(time_limit);
@@ -459,7 +466,7 @@ static PyObject *Explorer_end(ExplorerObject *self, PyObject *arg) {
 static PyObject *Explorer_stats(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
     cs_stats st;
     cs_explorer_stats(self->ex, &st);
-    return Py_BuildValue("{sKsKsKsKsKsKsNsNsK}", "executions",
+    return Py_BuildValue("{sKsKsKsKsKsKsNsNsKsN}", "executions",
                          (unsigned long long)st.executions, "failing",
                          (unsigned long long)st.failing, "aborted",
                          (unsigned long long)st.aborted, "sleep_blocked",
@@ -468,7 +475,8 @@ static PyObject *Explorer_stats(ExplorerObject *self, PyObject *Py_UNUSED(ignore
                          (unsigned long long)st.max_depth, "complete",
                          PyBool_FromLong(st.complete), "budget_hit",
                          PyBool_FromLong(st.budget_hit), "guide_deviations",
-                         (unsigned long long)st.guide_deviations);
+                         (unsigned long long)st.guide_deviations, "traces_estimated",
+                         PyBool_FromLong(st.traces_estimated));
 }
 
 static PyObject *Explorer_divergence(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
@@ -481,7 +489,171 @@ static PyObject *Explorer_divergence(ExplorerObject *self, PyObject *Py_UNUSED(i
                          "enabled", (Py_ssize_t)n_enabled);
 }
 
-static PyObject *make_event(cs_explorer *ex, size_t i) {
+/* ------------------------------------------------------------ clocks */
+
+/* The actor-indexed vector clock of an event, computed entry by entry from a
+ * copy of the execution's happens-before (cs_hb_view) shared by every clock
+ * of one trace() call: an execution of N tasks that share nothing has O(N)
+ * events whose clocks are N entries wide, which as tuples cost O(N^2).  It
+ * behaves as the tuple it stands for: len, indexing (negative too), slices
+ * (a tuple), iteration, equality with tuples and other clocks, hash, repr. */
+typedef struct {
+    PyObject_HEAD
+    cs_hb_view *view;
+} HbViewObject;
+
+typedef struct {
+    PyObject_HEAD
+    HbViewObject *owner;
+    Py_ssize_t index, len;
+} ClockObject;
+
+static void HbView_dealloc(HbViewObject *self) {
+    cs_hb_view_free(self->view);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject HbViewType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core._HbView",
+    .tp_basicsize = sizeof(HbViewObject),
+    .tp_dealloc = (destructor)HbView_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One execution's happens-before, shared by its events' clocks.",
+};
+
+static void Clock_dealloc(ClockObject *self) {
+    Py_XDECREF(self->owner);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t Clock_len(ClockObject *self) { return self->len; }
+
+static PyObject *Clock_entry(ClockObject *self, Py_ssize_t k) {
+    uint32_t v = 0;
+    if (cs_py_check(cs_hb_view_clock(self->owner->view, (size_t)self->index, (cs_actor)k, &v)) <
+        0)
+        return NULL;
+    return PyLong_FromUnsignedLong(v);
+}
+
+static PyObject *Clock_item(ClockObject *self, Py_ssize_t k) {
+    if (k < 0 || k >= self->len) {
+        PyErr_SetString(PyExc_IndexError, "clock index out of range");
+        return NULL;
+    }
+    return Clock_entry(self, k);
+}
+
+static PyObject *Clock_tuple(ClockObject *self) {
+    PyObject *tup = PyTuple_New(self->len);
+    if (!tup) return NULL;
+    for (Py_ssize_t k = 0; k < self->len; k++) {
+        PyObject *v = Clock_entry(self, k);
+        if (!v) {
+            Py_DECREF(tup);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tup, k, v);
+    }
+    return tup;
+}
+
+static PyObject *Clock_subscript(ClockObject *self, PyObject *key) {
+    if (PyIndex_Check(key)) {
+        Py_ssize_t k = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (k == -1 && PyErr_Occurred()) return NULL;
+        if (k < 0) k += self->len;
+        return Clock_item(self, k);
+    }
+    if (PySlice_Check(key)) {
+        Py_ssize_t start, stop, step;
+        if (PySlice_Unpack(key, &start, &stop, &step) < 0) return NULL;
+        Py_ssize_t n = PySlice_AdjustIndices(self->len, &start, &stop, step);
+        PyObject *tup = PyTuple_New(n);
+        if (!tup) return NULL;
+        for (Py_ssize_t i = 0, k = start; i < n; i++, k += step) {
+            PyObject *v = Clock_entry(self, k);
+            if (!v) {
+                Py_DECREF(tup);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(tup, i, v);
+        }
+        return tup;
+    }
+    PyErr_Format(PyExc_TypeError, "clock indices must be integers or slices, not %.80s",
+                 Py_TYPE(key)->tp_name);
+    return NULL;
+}
+
+static PyTypeObject ClockType;
+
+static PyObject *Clock_richcompare(ClockObject *self, PyObject *other, int op) {
+    if (op != Py_EQ && op != Py_NE) Py_RETURN_NOTIMPLEMENTED;
+    if (!PyTuple_Check(other) && !PyObject_TypeCheck(other, &ClockType))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *mine = Clock_tuple(self), *theirs = NULL, *res = NULL;
+    if (!mine) return NULL;
+    if (PyTuple_Check(other))
+        theirs = Py_NewRef(other);
+    else
+        theirs = Clock_tuple((ClockObject *)other);
+    if (theirs) res = PyObject_RichCompare(mine, theirs, op);
+    Py_DECREF(mine);
+    Py_XDECREF(theirs);
+    return res;
+}
+
+static Py_hash_t Clock_hash(ClockObject *self) {
+    PyObject *tup = Clock_tuple(self);
+    if (!tup) return -1;
+    Py_hash_t h = PyObject_Hash(tup);
+    Py_DECREF(tup);
+    return h;
+}
+
+static PyObject *Clock_repr(ClockObject *self) {
+    PyObject *tup = Clock_tuple(self);
+    if (!tup) return NULL;
+    PyObject *r = PyObject_Repr(tup);
+    Py_DECREF(tup);
+    return r;
+}
+
+static PySequenceMethods Clock_as_sequence = {
+    .sq_length = (lenfunc)Clock_len,
+    .sq_item = (ssizeargfunc)Clock_item,
+};
+
+static PyMappingMethods Clock_as_mapping = {
+    .mp_length = (lenfunc)Clock_len,
+    .mp_subscript = (binaryfunc)Clock_subscript,
+};
+
+static PyTypeObject ClockType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.Clock",
+    .tp_basicsize = sizeof(ClockObject),
+    .tp_dealloc = (destructor)Clock_dealloc,
+    .tp_repr = (reprfunc)Clock_repr,
+    .tp_as_sequence = &Clock_as_sequence,
+    .tp_as_mapping = &Clock_as_mapping,
+    .tp_hash = (hashfunc)Clock_hash,
+    .tp_richcompare = (richcmpfunc)Clock_richcompare,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An event's vector clock, indexed by actor id (a read-only sequence of ints, "
+              "equal to the tuple of its entries).",
+};
+
+static PyObject *make_clock(HbViewObject *owner, size_t i) {
+    ClockObject *c = PyObject_New(ClockObject, &ClockType);
+    if (!c) return NULL;
+    c->owner = (HbViewObject *)Py_NewRef(owner);
+    c->index = (Py_ssize_t)i;
+    c->len = (Py_ssize_t)cs_hb_view_clock_len(owner->view, i);
+    return (PyObject *)c;
+}
+
+static PyObject *make_event(cs_explorer *ex, HbViewObject *view, size_t i) {
     cs_event ev;
     if (cs_py_check(cs_trace_event(ex, i, &ev)) < 0) return NULL;
     PyObject *rec = PyStructSequence_New(EventType);
@@ -497,17 +669,9 @@ static PyObject *make_event(cs_explorer *ex, size_t i) {
         if (!t) goto fail;
         PyList_SET_ITEM(accs, k, t);
     }
-    const uint32_t *clock = NULL;
-    size_t len = 0;
-    if (cs_py_check(cs_trace_clock(ex, i, &clock, &len)) < 0) goto fail;
-    PyObject *vc = PyTuple_New((Py_ssize_t)len);
+    PyObject *vc = make_clock(view, i);
     if (!vc) goto fail;
     PyStructSequence_SetItem(rec, 4, vc);
-    for (size_t k = 0; k < len; k++) {
-        PyObject *c = PyLong_FromUnsignedLong(clock[k]);
-        if (!c) goto fail;
-        PyTuple_SET_ITEM(vc, k, c);
-    }
     PyObject *f0 = PyLong_FromUnsignedLong(ev.actor);
     PyObject *f1 = PyLong_FromUnsignedLong(ev.actor_step);
     PyObject *f2 = PyLong_FromLongLong(ev.scheduled_by);
@@ -527,10 +691,26 @@ fail:
     return NULL;
 }
 
-static PyObject *event_item(void *ex, size_t k) { return make_event(ex, k); }
-
 static PyObject *Explorer_trace(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
-    return list_of(cs_trace_length(self->ex), event_item, self->ex);
+    HbViewObject *view = PyObject_New(HbViewObject, &HbViewType);
+    if (!view) return NULL;
+    view->view = NULL;
+    PyObject *list = NULL;
+    if (cs_py_check(cs_trace_hb_view(self->ex, &view->view)) < 0) goto done;
+    size_t n = cs_trace_length(self->ex);
+    list = PyList_New((Py_ssize_t)n);
+    if (!list) goto done;
+    for (size_t k = 0; k < n; k++) {
+        PyObject *ev = make_event(self->ex, view, k);
+        if (!ev) {
+            Py_CLEAR(list);
+            goto done;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, ev);
+    }
+done:
+    Py_DECREF(view);
+    return list;
 }
 
 /* name(a, b) -> bool: a relation between two events of the trace. */
@@ -673,7 +853,8 @@ static PyTypeObject ExplorerType = {
     .tp_repr = (reprfunc)Explorer_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Explorer(strategy, *, seed=0, pct_depth=3, pct_steps_hint=64, replay=None, "
-              "max_executions=0, max_steps=0, time_limit=0.0, count_traces=False, shard_index=0, shard_count=1)\n\n"
+              "max_executions=0, max_steps=0, time_limit=0.0, count_traces=False, "
+              "shard_index=0, shard_count=1, exact_traces=0)\n\n"
               "One exploration of a program's schedules by the C engine.",
     .tp_methods = Explorer_methods,
     .tp_getset = Explorer_getset,
@@ -685,7 +866,7 @@ static PyStructSequence_Field event_fields[] = {
     {"actor_step", "the actor's n-th step (0-based)"},
     {"scheduled_by", "event index that made it runnable, or SCHEDULED_BY_NONE / AFTER_ALL"},
     {"accesses", "list of (object, key, kind, site)"},
-    {"clock", "vector clock, indexed by actor id"},
+    {"clock", "vector clock, indexed by actor id (a Clock: a read-only sequence of ints)"},
     {NULL, NULL},
 };
 
@@ -968,6 +1149,9 @@ static PyMethodDef module_functions[] = {
 
 int cs_register_explorer(PyObject *m) {
     if (PyType_Ready(&ExplorerType) < 0) return -1;
+    if (PyType_Ready(&HbViewType) < 0) return -1;
+    if (PyType_Ready(&ClockType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "Clock", (PyObject *)&ClockType) < 0) return -1;
     if (PyModule_AddObjectRef(m, "Explorer", (PyObject *)&ExplorerType) < 0) return -1;
     if (!EventType) {
         EventType = PyStructSequence_NewType(&event_desc);

@@ -160,7 +160,17 @@ typedef struct {
      * shard has seen).  shard_index < max(1, shard_count). */
     uint32_t shard_index;
     uint32_t shard_count;
+    uint64_t exact_traces;    /* count_traces: distinct fingerprints counted
+                                 exactly up to this many (0: the default,
+                                 CS_EXACT_TRACES), then estimated by a
+                                 fixed-size HyperLogLog sketch (64 KB, 0.4%
+                                 standard error): cs_stats.traces_estimated */
 } cs_config;
+
+/* The default of cs_config.exact_traces: 2^16 = 65,536 fingerprints (a 1 MB
+ * table at most) before the distinct-trace count becomes an estimate, so a
+ * run of hundreds of thousands of distinct executions keeps a flat RSS. */
+#define CS_EXACT_TRACES ((uint64_t)1 << 16)
 
 /* Fills a config with defaults for the given strategy. */
 void cs_config_init(cs_config *cfg, cs_strategy_kind kind);
@@ -242,6 +252,9 @@ typedef struct {
     uint64_t guide_deviations; /* guided: steps that did not run the actor at
                                   the schedule's cursor (strategy_guided.c);
                                   0 for every other strategy */
+    int traces_estimated;     /* 1: distinct_traces is a HyperLogLog estimate
+                                 (more than cs_config.exact_traces distinct
+                                 fingerprints were seen); 0: exact */
 } cs_stats;
 
 void cs_explorer_stats(const cs_explorer *ex, cs_stats *out);
@@ -273,6 +286,22 @@ int cs_trace_clock(cs_explorer *ex, size_t index, const uint32_t **clock,
                    size_t *len);
 /* 1 if event a happens before event b (a != b), else 0. */
 int cs_trace_happens_before(const cs_explorer *ex, size_t a, size_t b);
+
+/* A copy of the current execution's happens-before that outlives it (the
+ * explorer may run other executions, or be freed): the actor-indexed clock
+ * of any event, entry by entry, in O(log(steps of the actor) * depth) each,
+ * for O(events + clock nodes) memory where materialising every event's
+ * clock would take O(events * actors).  cs_hb_view_clock gives entry
+ * `actor` of cs_trace_clock(index) as it was (0 past its length);
+ * cs_hb_view_clock_len its length. */
+typedef struct cs_hb_view cs_hb_view;
+int cs_trace_hb_view(const cs_explorer *ex, cs_hb_view **out);
+void cs_hb_view_free(cs_hb_view *view);
+size_t cs_hb_view_length(const cs_hb_view *view);
+size_t cs_hb_view_clock_len(const cs_hb_view *view, size_t index);
+int cs_hb_view_clock(const cs_hb_view *view, size_t index, cs_actor actor,
+                     uint32_t *value);
+int cs_hb_view_happens_before(const cs_hb_view *view, size_t a, size_t b);
 /* 1 if events a and b are dependent (same actor, scheduled_by edge, or
  * conflicting accesses, the barrier CS_OBJECT_ALL included), else 0. */
 int cs_trace_dependent(const cs_explorer *ex, size_t a, size_t b);

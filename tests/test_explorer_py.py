@@ -52,7 +52,7 @@ def test_fifo_round_trip() -> None:
     trace = ex.trace()
     assert [e.actor for e in trace] == [r, t, t]
     assert trace[0].scheduled_by == _core.SCHEDULED_BY_NONE
-    assert isinstance(trace[0].clock, tuple)
+    assert isinstance(trace[0].clock, _core.Clock) and trace[0].clock == (1,)
     ex.end(_core.OUTCOME_FAILED)
     stats = ex.stats()
     assert stats["executions"] == 1 and stats["failing"] == 1

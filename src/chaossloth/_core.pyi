@@ -39,6 +39,11 @@ class ExplorationActiveError(RuntimeError):
 
 # ------------------------------------------------------------------ explorer
 
+class Clock(Sequence[int]):
+    """An event's vector clock indexed by actor id: a read-only sequence of ints computed
+    from a copy of the execution's happens-before, equal to the tuple of its entries (a slice
+    is a tuple); hashable."""
+
 class Event(tuple[Any, ...]):
     """One step of an execution (a struct sequence)."""
 
@@ -52,7 +57,7 @@ class Event(tuple[Any, ...]):
     @property
     def scheduled_by(self) -> int: ...
     @property
-    def clock(self) -> list[int]: ...
+    def clock(self) -> Clock: ...
     @property
     def accesses(self) -> list[tuple[int, int, int, int]]: ...
 
@@ -73,6 +78,7 @@ class Explorer:
         count_traces: bool = False,
         shard_index: int = 0,
         shard_count: int = 1,
+        exact_traces: int = 0,
     ) -> Self: ...
     @property
     def strategy(self) -> str: ...

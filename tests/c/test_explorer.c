@@ -1,6 +1,10 @@
-/* test_explorer.c -- actor interning, call sequencing, fifo. */
+/* test_explorer.c -- actor interning, call sequencing, fifo, the bounded
+ * distinct-trace count. */
 #include "chaossloth.h"
 #include "ctest.h"
+#include "internal.h"
+
+#include <stdlib.h>
 
 static void test_intern_is_stable(void) {
     cs_config cfg;
@@ -72,5 +76,81 @@ static void test_names(void) {
     CHECK(cs_strerror(CS_EDIVERGED)[0] != '\0');
 }
 
-#define TESTS(X) X(test_intern_is_stable) X(test_sequencing_and_fifo) X(test_names)
+/* Exact up to the threshold, then a sketch: the count stays within a few
+ * standard errors (0.4% each) of the truth, re-adding seen values changes
+ * nothing, and the exact table is freed at the switch. */
+static void test_distinct_exact_then_sketch(void) {
+    cs__distinct d = {0};
+    d.exact_max = 1000;
+    uint64_t x = 12345;
+    for (uint64_t i = 0; i < 1000; i++) CHECK_EQ(cs__distinct_add(&d, x + i * 7919), 1);
+    for (uint64_t i = 0; i < 1000; i += 3) CHECK_EQ(cs__distinct_add(&d, x + i * 7919), 0);
+    CHECK_EQ(cs__distinct_count(&d), 1000);
+    CHECK(!cs__distinct_estimated(&d));
+    CHECK_EQ(cs__distinct_add(&d, 1), 0); /* the 1001st: the switch */
+    CHECK(cs__distinct_estimated(&d));
+    CHECK(d.exact.slots == NULL);
+    uint64_t c = cs__distinct_count(&d);
+    CHECK(c >= 990 && c <= 1012); /* linear counting: well within 1% here */
+    const uint64_t n = 200000;
+    for (uint64_t i = 0; i < n; i++) cs__distinct_add(&d, 0x9e3779b97f4a7c15ULL * (i + 5000));
+    uint64_t big = cs__distinct_count(&d), truth = n + 1001;
+    CHECK(big > truth - truth / 50 && big < truth + truth / 50);
+    for (uint64_t i = 0; i < n; i += 2) cs__distinct_add(&d, 0x9e3779b97f4a7c15ULL * (i + 5000));
+    CHECK_EQ(cs__distinct_count(&d), big);
+    cs__distinct_free(&d);
+}
+
+/* Through the explorer: a tiny cs_config.exact_traces turns the count into
+ * an estimate (cs_stats.traces_estimated) that stays close to the exact
+ * count of the same run. */
+static uint64_t count_orders(uint64_t exact_traces, int *estimated) {
+    cs_config cfg;
+    cs_config_init(&cfg, CS_STRATEGY_RANDOM);
+    cfg.seed = 3;
+    cfg.count_traces = 1;
+    cfg.max_executions = 3000;
+    cfg.exact_traces = exact_traces;
+    cs_explorer *ex = NULL;
+    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
+    cs_actor a[3];
+    cs_actor_intern(ex, CS_NO_ACTOR, 0, &a[0]);
+    cs_actor_intern(ex, a[0], 0, &a[1]);
+    cs_actor_intern(ex, a[0], 1, &a[2]);
+    int more = 1;
+    while (cs_execution_begin(ex, &more) == CS_OK && more) {
+        int left[3] = {3, 3, 3};
+        for (;;) {
+            cs_actor en[3];
+            size_t n = 0, pick;
+            for (int k = 0; k < 3; k++)
+                if (left[k]) en[n++] = a[k];
+            if (!n) break;
+            CHECK_EQ(cs_choose(ex, en, n, &pick), CS_OK);
+            cs_step_begin(ex, en[pick], CS_SCHEDULED_BY_NONE);
+            cs_access_record(ex, 1, 0, CS_WRITE, 0); /* every step conflicts */
+            cs_step_end(ex);
+            left[en[pick] == a[0] ? 0 : en[pick] == a[1] ? 1 : 2]--;
+        }
+        CHECK_EQ(cs_execution_end(ex, CS_OUTCOME_OK), CS_OK);
+    }
+    cs_stats st;
+    cs_explorer_stats(ex, &st);
+    *estimated = st.traces_estimated;
+    cs_explorer_free(ex);
+    return st.distinct_traces;
+}
+
+static void test_explorer_trace_count_estimate(void) {
+    int est_exact = 1, est_sketch = 0;
+    uint64_t exact = count_orders(0, &est_exact), sketch = count_orders(10, &est_sketch);
+    CHECK_EQ(est_exact, 0);
+    CHECK_EQ(est_sketch, 1);
+    CHECK(exact > 300); /* 9! / (3! 3! 3!) = 1680 orders, most of them seen */
+    CHECK(sketch + exact / 50 >= exact && sketch <= exact + exact / 50);
+}
+
+#define TESTS(X)                                                               \
+    X(test_intern_is_stable) X(test_sequencing_and_fifo) X(test_names)         \
+    X(test_distinct_exact_then_sketch) X(test_explorer_trace_count_estimate)
 CTEST_MAIN()

@@ -636,10 +636,10 @@ static void test_ping_pong_one_chain(void) {
     cs__trace_free(t);
 }
 
-/* Fan-out then join, many rounds: the siblings' chains go dead at the join
- * and are reused, so the chain count stays at the fan-out width instead of
- * growing with the run. */
-static void test_fan_out_reuses_chains(void) {
+/* Fan-out then join, many rounds: the clocks share what they do not change,
+ * so their memory grows with the events (a few trie nodes each), not with
+ * events x chains, and HB across rounds is kept. */
+static void test_fan_out_clock_memory(void) {
     cs__trace *t = NULL;
     CHECK_EQ(cs__trace_new(&t), CS_OK);
     cs_actor next = 1;
@@ -663,9 +663,199 @@ static void test_fan_out_reuses_chains(void) {
         CHECK_EQ(np, 6);
         i++;
     }
-    CHECK(cs__trace_chains(t) <= 6);
+    /* ~1000 chains (trie height 3): at most a tick path and a few joined
+     * leaves per event */
+    CHECK(cs__trace_chains(t) > 256);
+    CHECK(cs__trace_clock_nodes(t) <= 8 * (size_t)i);
     CHECK(cs__trace_hb(t, 1, i - 1));
     CHECK(!cs__trace_hb(t, 1, 2));
+    cs__trace_free(t);
+}
+
+/* N tasks that share nothing: the root's step creates them all, each runs
+ * two steps (the second scheduled by the first), then the root joins them
+ * all.  Dense clocks would hold N chains per event (O(N^2)); the tries hold
+ * a few nodes per event. */
+static void test_independent_tasks_linear(void) {
+    enum { N = 20000 };
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    CHECK_EQ(cs__trace_step_begin(t, 0, -1), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    for (uint32_t k = 0; k < N; k++) { /* first steps: 1 .. N */
+        CHECK_EQ(cs__trace_step_begin(t, 1 + k, 0), CS_OK);
+        CHECK_EQ(cs__trace_access_add(t, 5, 1, CS_READ, 0), CS_OK);
+        CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    }
+    for (uint32_t k = 0; k < N; k++) { /* second steps: N + 1 .. 2N */
+        CHECK_EQ(cs__trace_step_begin(t, 1 + k, 1 + (int64_t)k), CS_OK);
+        CHECK_EQ(cs__trace_access_add(t, 6, k, CS_WRITE, 0), CS_OK);
+        CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    }
+    /* the root reads every slot: after every task */
+    CHECK_EQ(cs__trace_step_begin(t, 0, 2 * N), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 6, CS_KEY_WHOLE, CS_READ, 0), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    size_t last = 2 * N + 1;
+    CHECK(cs__trace_clock_nodes(t) <= 8 * (last + 1));
+    CHECK(cs__trace_hb(t, 0, 1) && cs__trace_hb(t, 0, N));
+    CHECK(!cs__trace_hb(t, 1, 2) && !cs__trace_hb(t, 1, N + 2) && !cs__trace_hb(t, N + 1, N + 2));
+    CHECK(cs__trace_hb(t, 7, N + 7) && !cs__trace_hb(t, 8, N + 7));
+    for (size_t k = 1; k < last; k += 997) CHECK(cs__trace_hb(t, k, last));
+    size_t np;
+    CHECK_EQ(cs__trace_preds(t, last, NULL, 0, &np), CS_OK);
+    CHECK_EQ(np, N); /* every second step */
+    const uint32_t *clk;
+    size_t len;
+    CHECK_EQ(cs__trace_get_clock(t, N + 5, &clk, &len), CS_OK);
+    CHECK_EQ(len, N + 1);
+    CHECK(clk[0] == 1 && clk[5] == 2 && clk[4] == 0 && clk[6] == 0);
+    cs__trace_free(t);
+}
+
+/* Wide random traces against brute force (bitset closure): hundreds of
+ * concurrent chains (trie heights 1 to 3), joins of many candidates, clock
+ * advances and global-barrier accesses.  HB of every pair, the covering
+ * relation, and the actor-indexed clocks of a sample must be exact. */
+#define WIDE 1400
+#define WORDS ((WIDE + 63) / 64)
+typedef struct {
+    int n;
+    cs_actor actor[WIDE];
+    int64_t by[WIDE];
+    uint32_t barrier[WIDE]; /* CS_AFTER_ALL: follows events [0, barrier) */
+    bool advance_before[WIDE];
+    int na[WIDE];
+    cs_access acc[WIDE][3];
+} wtrace;
+
+static bool wide_dep(const wtrace *g, int a, int b) {
+    if (g->actor[a] == g->actor[b] || g->by[b] == a) return true;
+    if (g->by[b] == CS_AFTER_ALL && (uint32_t)a < g->barrier[b]) return true;
+    for (int i = 0; i < g->na[a]; i++)
+        for (int j = 0; j < g->na[b]; j++) {
+            const cs_access *p = &g->acc[a][i], *q = &g->acc[b][j];
+            if (p->kind != CS_WRITE && q->kind != CS_WRITE) continue;
+            if (p->object == CS_OBJECT_ALL || q->object == CS_OBJECT_ALL) return true;
+            if (p->object == q->object &&
+                (p->key == q->key || p->key == CS_KEY_WHOLE || q->key == CS_KEY_WHOLE))
+                return true;
+        }
+    return false;
+}
+
+static void test_wide_random_against_brute_force(void) {
+    static wtrace g;
+    static uint64_t hb[WIDE][WORDS]; /* hb[b]: the events that happen before b */
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    lcg_state = 99991;
+    int total_bad = 0;
+    size_t max_chains = 0;
+    for (int round = 0; round < 6; round++) {
+        g.n = 300 + (int)rnd(WIDE - 300);
+        cs_actor fresh = 4;
+        uint32_t last_adv = 0;
+        bool any_adv = false;
+        cs__trace_reset(t);
+        for (int i = 0; i < g.n; i++) {
+            uint32_t r = rnd(10);
+            g.actor[i] = r < 8 ? fresh++ : rnd(4);
+            uint32_t s = rnd(30);
+            /* fan-outs: scheduled by a random earlier event, often far back */
+            g.by[i] = i == 0 || s == 0 ? -1 : s == 1 ? CS_AFTER_ALL : (int64_t)rnd((uint32_t)i);
+            g.advance_before[i] = i > 0 && rnd(40) == 0;
+            if (g.advance_before[i]) {
+                CHECK_EQ(cs__trace_barrier(t), CS_OK);
+                last_adv = (uint32_t)i;
+                any_adv = true;
+            }
+            g.barrier[i] = any_adv ? last_adv : (uint32_t)i;
+            g.na[i] = (int)rnd(4);
+            for (int k = 0; k < g.na[i]; k++) {
+                cs_access *a = &g.acc[i][k];
+                a->object = rnd(60) == 0 ? CS_OBJECT_ALL : 300 + rnd(40);
+                a->key = rnd(8) == 0 ? CS_KEY_WHOLE : rnd(4);
+                a->kind = rnd(4) ? CS_READ : CS_WRITE;
+                a->site = 0;
+            }
+            CHECK_EQ(cs__trace_step_begin(t, g.actor[i], g.by[i]), CS_OK);
+            for (int k = 0; k < g.na[i]; k++)
+                CHECK_EQ(cs__trace_access_add(t, g.acc[i][k].object, g.acc[i][k].key,
+                                             (cs_access_kind)g.acc[i][k].kind, 0),
+                         CS_OK);
+            CHECK_EQ(cs__trace_step_end(t), CS_OK);
+        }
+        if (cs__trace_chains(t) > max_chains) max_chains = cs__trace_chains(t);
+        memset(hb, 0, sizeof hb);
+        for (int b = 0; b < g.n; b++)
+            for (int a = 0; a < b; a++)
+                if (wide_dep(&g, a, b)) {
+                    hb[b][a / 64] |= 1ULL << (a % 64);
+                    for (int w = 0; w < WORDS; w++) hb[b][w] |= hb[a][w];
+                }
+        int bad = 0;
+        static size_t p[WIDE];
+        for (int b = 0; b < g.n; b++) {
+            for (int a = 0; a < g.n; a++) {
+                bool want = a < b && (hb[b][a / 64] >> (a % 64) & 1);
+                if (cs__trace_hb(t, (size_t)a, (size_t)b) != want) bad++;
+            }
+            size_t np;
+            CHECK_EQ(cs__trace_preds(t, (size_t)b, p, WIDE, &np), CS_OK);
+            /* a covers b: a before b, and no c between them with a < c < b in HB */
+            int n_cover = 0;
+            for (int a = 0; a < b; a++) {
+                if (!(hb[b][a / 64] >> (a % 64) & 1)) continue;
+                bool cover = true;
+                for (int c = a + 1; c < b && cover; c++)
+                    if ((hb[b][c / 64] >> (c % 64) & 1) && (hb[c][a / 64] >> (a % 64) & 1))
+                        cover = false;
+                if (!cover) continue;
+                n_cover++;
+                bool listed = false;
+                for (size_t k = 0; k < np; k++) listed |= p[k] == (size_t)a;
+                if (!listed) bad++;
+            }
+            if ((int)np != n_cover) bad++;
+            for (size_t k = 1; k < np; k++)
+                if (p[k] == p[k - 1]) bad++;
+            if (b % 97) continue;
+            const uint32_t *clk;
+            size_t len;
+            CHECK_EQ(cs__trace_get_clock(t, (size_t)b, &clk, &len), CS_OK);
+            for (size_t a = 0; a < len; a++) {
+                uint32_t want = 0;
+                for (int x = 0; x <= b; x++)
+                    if (g.actor[x] == a && (x == b || (hb[b][x / 64] >> (x % 64) & 1))) want++;
+                if (clk[a] != want) bad++;
+            }
+        }
+        /* the HB view: a copy that outlives the trace's next execution */
+        cs_hb_view *view = NULL;
+        CHECK_EQ(cs__trace_hb_view(t, &view), CS_OK);
+        cs__trace_reset(t);
+        CHECK_EQ(cs_hb_view_length(view), (size_t)g.n);
+        for (int b = 0; b < g.n; b += 13) {
+            size_t len = cs_hb_view_clock_len(view, (size_t)b);
+            for (size_t a = 0; a < len + 2; a++) {
+                uint32_t want = 0, got = 99;
+                for (int x = 0; x <= b && a < len; x++)
+                    if (g.actor[x] == a && (x == b || (hb[b][x / 64] >> (x % 64) & 1))) want++;
+                CHECK_EQ(cs_hb_view_clock(view, (size_t)b, (cs_actor)a, &got), CS_OK);
+                if (got != want) bad++;
+            }
+            for (int a = 0; a < g.n; a += 7)
+                if (cs_hb_view_happens_before(view, (size_t)a, (size_t)b) !=
+                    (a < b && (hb[b][a / 64] >> (a % 64) & 1)))
+                    bad++;
+        }
+        cs__hb_view_free(view);
+        total_bad += bad;
+        if (bad) break;
+    }
+    CHECK_EQ(total_bad, 0);
+    CHECK(max_chains > 256); /* the tries reached height 3 */
     cs__trace_free(t);
 }
 
@@ -724,8 +914,9 @@ static void test_barrier_after_clock_advance(void) {
     X(test_random_against_brute_force) X(test_fingerprint)                     \
     X(test_fingerprint_counts) X(test_reset_reuse)                             \
     X(test_callback_chains_against_brute_force) X(test_ping_pong_one_chain)    \
-    X(test_fan_out_reuses_chains) X(test_barrier_after_clock_advance)        \
+    X(test_fan_out_clock_memory) X(test_barrier_after_clock_advance)        \
     X(test_random_with_barriers_against_brute_force)                          \
     X(test_fingerprint_with_barriers) X(test_global_barrier_clocks)           \
+    X(test_independent_tasks_linear) X(test_wide_random_against_brute_force)  \
     X(test_object_names_never_collide)
 CTEST_MAIN()

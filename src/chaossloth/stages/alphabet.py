@@ -29,36 +29,49 @@ class Alphabet:
 
 
 def count(trace: list[Any]) -> dict[str, int]:
-    """Stage 2's numbers from one execution's trace."""
-    by_object: dict[int, list[tuple[int, int, int, int]]] = {}
+    """Stage 2's numbers from one execution's trace.
+
+    Accesses are grouped by object and key, each key's reads apart from its writes, so the
+    dependent pairs are found from the writes only: a write of key k pairs with every access of
+    k and of the whole object, a whole-object write also with every read of any key.  Reads
+    never pair with reads, so the cost is the number of accesses plus the (access-level)
+    dependent pairs, not the square of the accesses of a shared object (the N tasks that all
+    read one global or one attribute)."""
+    whole = int(_core.KEY_WHOLE)
+    read = int(_core.READ)
+    Acc = tuple[int, int]  # (event index, actor)
+    # object -> key -> (reads, writes), in trace order
+    by_object: dict[int, dict[int, tuple[list[Acc], list[Acc]]]] = {}
     n_acc = 0
     for i, ev in enumerate(trace):
         for obj, key, kind, _site_id in ev.accesses:
-            by_object.setdefault(obj, []).append((i, ev.actor, key, kind))
+            reads, writes = by_object.setdefault(obj, {}).setdefault(key, ([], []))
+            (reads if kind == read else writes).append((i, ev.actor))
             n_acc += 1
-    whole = int(_core.KEY_WHOLE)
-    resources = set()
     dependent: set[tuple[int, int]] = set()
-    for obj, accs in by_object.items():
-        for _, _, key, _ in accs:
-            resources.add((obj, key))
-        for x in range(len(accs)):
-            i, a, k, kd = accs[x]
-            for y in range(x + 1, len(accs)):
-                j, b, k2, kd2 = accs[y]
-                if a == b or i == j:
-                    continue
-                if (k == k2 or k == whole or k2 == whole) and _conflicts(kd, kd2):
-                    dependent.add((min(i, j), max(i, j)))
+
+    def pair(xs: list[Acc], ys: list[Acc]) -> None:
+        for i, a in xs:
+            for j, b in ys:
+                if a != b and i != j:
+                    dependent.add((i, j) if i < j else (j, i))
+
+    n_resources = 0
+    for keys in by_object.values():
+        n_resources += len(keys)
+        whole_reads, whole_writes = keys.get(whole, ([], []))
+        for key, (reads, writes) in keys.items():
+            pair(writes, reads)
+            pair(writes, writes)
+            if key != whole:
+                pair(writes, whole_reads)
+                pair(writes, whole_writes)
+                pair(whole_writes, reads)
     actors = {ev.actor for ev in trace}
     return {
         "events": len(trace),
         "actors": len(actors),
         "accesses": n_acc,
-        "resources": len(resources),
+        "resources": n_resources,
         "dependent_pairs": len(dependent),
     }
-
-
-def _conflicts(k1: int, k2: int) -> bool:
-    return k1 != _core.READ or k2 != _core.READ

@@ -132,6 +132,8 @@ def explore(ctx: Context) -> ExecutionResult | None:
     res.executions = ex.executions
     res.failing_executions = ex.failing_executions
     res.distinct_traces = ex.distinct_traces
+    res.distinct_traces_estimated = any(p.get("traces_estimated") for p in ex.phases)
+    res.distinct_traces_lower_bound = not ex.distinct_traces_exact
     res.sleep_blocked = ex.sleep_blocked
     res.complete = bool(ex.complete)
     if ex.incomplete_reason:
@@ -142,11 +144,8 @@ def explore(ctx: Context) -> ExecutionResult | None:
         f"{ex.executions} executions ({strategies}"
         + (f" on {cfg.jobs} processes" if sharded else "")
         + "), "
-        + (
-            f"{ex.distinct_traces} distinct traces, "
-            if ex.distinct_traces_exact
-            else f"at least {ex.distinct_traces} distinct traces (counted per process), "
-        )
+        + _distinct_traces_said(ex, res.distinct_traces_estimated)
+        + ", "
         + (f"{ex.sleep_blocked} sleep-set blocked, " if ex.sleep_blocked else "")
         + f"{ex.failing_executions} failing; "
         + (
@@ -168,6 +167,15 @@ def explore(ctx: Context) -> ExecutionResult | None:
         record_failure(ctx, failing)
         _save(ctx, failing)
     return failing
+
+
+def _distinct_traces_said(ex: ExplorationResult, estimated: bool) -> str:
+    """The distinct-trace count as stage 3 says it: exact, estimated (the engine's sketch past
+    CS_EXACT_TRACES fingerprints) or a lower bound (--jobs: the workers' sets are not merged)."""
+    n = f"{ex.distinct_traces} distinct traces"
+    if not ex.distinct_traces_exact:
+        return f"at least {'about ' if estimated else ''}{n} (counted per process)"
+    return f"about {n} (estimated past 65,536)" if estimated else n
 
 
 def record_failure(ctx: Context, failing: ExecutionResult) -> None:

@@ -54,6 +54,11 @@ class Result:
     executions: int = 0
     failing_executions: int = 0
     distinct_traces: int = 0
+    #: distinct_traces is an estimate: past the engine's exact limit (CS_EXACT_TRACES, 65,536
+    #: traces) it counts with a fixed-size HyperLogLog sketch (0.4% standard error)
+    distinct_traces_estimated: bool = False
+    #: distinct_traces is a lower bound: --jobs counts per worker process (the largest count)
+    distinct_traces_lower_bound: bool = False
     sleep_blocked: int = 0  #: dpor executions cut short as redundant (0 on read/write programs)
     complete: bool = False
     explore_seconds: float = 0.0
@@ -124,6 +129,8 @@ class Result:
             "executions": self.executions,
             "failing_executions": self.failing_executions,
             "distinct_traces": self.distinct_traces,
+            "distinct_traces_estimated": self.distinct_traces_estimated,
+            "distinct_traces_lower_bound": self.distinct_traces_lower_bound,
             "sleep_blocked": self.sleep_blocked,
             "complete": self.complete,
             "explore_seconds": round(self.explore_seconds, 6),
