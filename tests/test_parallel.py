@@ -149,3 +149,36 @@ def test_auto_runs_its_pct_phase_on_the_workers(tmp_path: Path) -> None:
     assert [p["strategy"] for p in pct] == ["pct", "pct"]
     assert sorted(p["shard"] for p in pct) == [0, 1]
     assert result.executions == 40 and not result.distinct_traces_exact
+
+
+PLUGIN_TEST = """
+import asyncio
+
+import pytest
+
+ORDER = []
+
+
+async def worker(i):
+    for _ in range(3):
+        await asyncio.sleep(0)
+    ORDER.append(i)
+
+
+@pytest.mark.chaossloth(strategy="random", jobs=2, max_executions=3000)
+async def test_reversed():
+    ORDER.clear()
+    await asyncio.gather(*(worker(i) for i in range(4)))
+    assert ORDER != [3, 2, 1, 0], ORDER
+"""
+
+
+def test_the_pytest_marker_takes_jobs(tmp_path: Path) -> None:
+    (tmp_path / "test_user.py").write_text(PLUGIN_TEST)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=WALL, check=False,
+    )  # fmt: skip
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "1 failed" in out, out
+    assert "FAILED (" in out and "chaossloth replay" in out, out
