@@ -290,21 +290,28 @@ def _judged(prog: scenario.Program, strategy: str) -> tuple[int, list[Any]]:
     return calls[0], seen
 
 
+SERVER = """\
+import asyncio
+
+class Server:
+    def __init__(self):
+        self.n = 0
+
+    async def handle(self):
+        cur = self.n
+        await asyncio.sleep(0)
+        self.n = cur + 1
+"""
+
+
+def _lost_update_server(tmp_path: Path) -> scenario.Program:
+    """Two concurrent Server.handle() calls: a lost update the serializability oracle sees."""
+    return scenario.load_workload(_write(tmp_path, "srv.py", SERVER), "Server", "handle", 2, "", "")
+
+
 @pytest.mark.parametrize("strategy", ["random", "pct", "pos"])
 def test_sampling_reuses_the_verdict_of_a_repeated_schedule(tmp_path: Path, strategy: str) -> None:
-    src = """\
-    import asyncio
-
-    class Server:
-        def __init__(self):
-            self.n = 0
-
-        async def handle(self):
-            cur = self.n
-            await asyncio.sleep(0)
-            self.n = cur + 1
-    """
-    prog = scenario.load_workload(_write(tmp_path, "srv.py", src), "Server", "handle", 2, "", "")
+    prog = _lost_update_server(tmp_path)
     calls, seen = _judged(prog, strategy)
     distinct = {sched for sched, _ in seen}
     assert len(seen) == 60 and len(distinct) < 60  # the sample repeats schedules
@@ -317,19 +324,7 @@ def test_sampling_reuses_the_verdict_of_a_repeated_schedule(tmp_path: Path, stra
 
 
 def test_dpor_judges_every_execution(tmp_path: Path) -> None:
-    src = """\
-    import asyncio
-
-    class Server:
-        def __init__(self):
-            self.n = 0
-
-        async def handle(self):
-            cur = self.n
-            await asyncio.sleep(0)
-            self.n = cur + 1
-    """
-    prog = scenario.load_workload(_write(tmp_path, "srv.py", src), "Server", "handle", 2, "", "")
+    prog = _lost_update_server(tmp_path)
     calls, seen = _judged(prog, "dpor")
     assert calls == len(seen) > 1
 
