@@ -56,6 +56,18 @@ async def main():
 """
 
 
+STUBBORN_IN_ONE_ORDER = SPINS_IN_ONE_ORDER.replace(
+    """        while True:  # a step that never returns, in a schedule the default order never takes
+            pass""",
+    """        while True:  # ... and that swallows the watchdog's interrupt
+            try:
+                while True:
+                    pass
+            except BaseException:
+                pass""",
+)
+
+
 def _program(tmp_path: Path, source: str) -> scenario.Program:
     path = tmp_path / "prog.py"
     path.write_text(source)
@@ -182,3 +194,15 @@ def test_the_pytest_marker_takes_jobs(tmp_path: Path) -> None:
     out = r.stdout + r.stderr
     assert r.returncode == 1 and "1 failed" in out, out
     assert "FAILED (" in out and "chaossloth replay" in out, out
+
+
+def test_a_worker_that_dies_without_its_report_stops_the_run(tmp_path: Path) -> None:
+    """The watchdog ends a worker whose step swallows the interrupt (exit 2, its one line):
+    the run must not go on with that worker's executions missing."""
+    assert STUBBORN_IN_ONE_ORDER != SPINS_IN_ONE_ORDER
+    (tmp_path / "prog.py").write_text(STUBBORN_IN_ONE_ORDER)
+    r = _cli(tmp_path, "--strategy", "random", "--time-limit", "1", "--jobs", "2")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "did not stop when interrupted" in r.stderr, r.stderr
+    assert "ended without its report (exit status 2)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "PASS" not in r.stdout, r.stdout + r.stderr

@@ -86,8 +86,8 @@ def explore(
     for k in range(jobs):
         board[k] = runner._Shard.NO_FAILURE
         board[jobs + k] = 0
-    workers: dict[int, tuple[int, int]] = {}  # shard -> (pid, read end)
-    reports: dict[int, WorkerReport] = {}
+    workers: dict[int, tuple[int, int]] = {}  # shard -> (pid, read end; -1 once closed)
+    finished = False
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -105,10 +105,17 @@ def explore(
             os.close(write_end)
             workers[k] = (pid, read_end)
         reports = _collect(workers, board, jobs, config, progress, started)
+        finished = True
     finally:
-        _reap(workers)
+        statuses = _reap(workers, kill=not finished)
         board.release()
         board_map.close()
+    for k, status in statuses.items():
+        if k not in reports:  # it died before sending its counts: none of them may be dropped
+            code = os.waitstatus_to_exitcode(status)
+            raise (InputError if code == 2 else RuntimeError)(
+                f"--jobs: worker {k} ended without its report (exit status {code})"
+            )
     return _merge(factory, config, oracle, reports, started)
 
 
@@ -190,7 +197,8 @@ def _collect(
                 else:
                     sel.unregister(fd)
                     os.close(fd)
-                    del open_ends[fd]
+                    k = open_ends.pop(fd)
+                    workers[k] = (workers[k][0], -1)
             if progress is not None:
                 done = sum(int(board[jobs + k]) for k in workers)
                 failed = sum(board[k] != runner._Shard.NO_FAILURE for k in workers)
@@ -212,18 +220,21 @@ def _collect(
     return reports
 
 
-def _reap(workers: dict[int, tuple[int, int]]) -> None:
-    """Waits for every worker (killing those still running: the parent is stopping)."""
-    for pid, fd in workers.values():
-        with contextlib.suppress(OSError):
-            os.close(fd)
+def _reap(workers: dict[int, tuple[int, int]], *, kill: bool) -> dict[int, int]:
+    """Closes the read ends still open and waits for every worker, first killing them when
+    `kill` (the parent is stopping early); returns each worker's wait status."""
+    statuses: dict[int, int] = {}
+    for k, (pid, fd) in workers.items():
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         try:
-            done, _status = os.waitpid(pid, os.WNOHANG)
-            if done == 0:
+            if kill:
                 os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-        except ChildProcessError:
+            statuses[k] = os.waitpid(pid, 0)[1]
+        except (ChildProcessError, ProcessLookupError):
             pass
+    return statuses
 
 
 def merge_into(result: runner.ExplorationResult, part: runner.ExplorationResult) -> None:
