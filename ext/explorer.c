@@ -1172,6 +1172,7 @@ int cs_register_explorer(PyObject *m) {
         {"OUTCOME_ABORTED", CS_OUTCOME_ABORTED},
         {"SCHEDULED_BY_NONE", CS_SCHEDULED_BY_NONE},
         {"AFTER_ALL", CS_AFTER_ALL},
+        {"EXACT_TRACES", (long long)CS_EXACT_TRACES},
     };
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
         if (PyModule_AddIntConstant(m, ints[i].name, (long)ints[i].v) < 0) return -1;

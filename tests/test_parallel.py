@@ -14,6 +14,7 @@ import pytest
 
 from chaossloth import parallel, runner, scenario
 from chaossloth.config import DEFAULTS
+from chaossloth.stages import collapse
 
 pytestmark = pytest.mark.skipif(not parallel.supported(), reason="--jobs needs os.fork")
 
@@ -206,3 +207,15 @@ def test_a_worker_that_dies_without_its_report_stops_the_run(tmp_path: Path) -> 
     assert "did not stop when interrupted" in r.stderr, r.stderr
     assert "ended without its report (exit status 2)" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and "PASS" not in r.stdout, r.stdout + r.stderr
+
+
+def test_stage_3_says_which_kind_of_distinct_trace_count_it_has() -> None:
+    def said(exact: bool, estimated: bool) -> str:
+        ex = runner.ExplorationResult(strategy="random", seed=0, distinct_traces=7)
+        ex.distinct_traces_exact = exact
+        return collapse._distinct_traces_said(ex, estimated)
+
+    assert said(True, False) == "7 distinct traces"
+    assert said(True, True) == "about 7 distinct traces (estimated past 65,536)"
+    assert said(False, False) == "at least 7 distinct traces (counted per process)"
+    assert said(False, True) == "at least about 7 distinct traces (counted per process)"

@@ -22,6 +22,8 @@ OUTCOME_FAILED: Final[int]
 OUTCOME_ABORTED: Final[int]
 SCHEDULED_BY_NONE: Final[int]
 AFTER_ALL: Final[int]
+#: distinct traces counted exactly before the count becomes a sketch's estimate (the default)
+EXACT_TRACES: Final[int]
 STRATEGIES: Final[tuple[str, ...]]
 
 # --------------------------------------------------------------------- errors

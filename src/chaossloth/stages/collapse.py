@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaossloth import database, diagnosis, parallel, runner, schedule
+from chaossloth import _core, database, diagnosis, parallel, runner, schedule
 from chaossloth import report as rp
 from chaossloth.errors import InputError, NondeterminismError
 from chaossloth.runner import ExecutionResult, ExplorationResult, ScheduleLog, SentinelResult
@@ -175,7 +175,7 @@ def _distinct_traces_said(ex: ExplorationResult, estimated: bool) -> str:
     n = f"{ex.distinct_traces} distinct traces"
     if not ex.distinct_traces_exact:
         return f"at least {'about ' if estimated else ''}{n} (counted per process)"
-    return f"about {n} (estimated past 65,536)" if estimated else n
+    return f"about {n} (estimated past {_core.EXACT_TRACES:,})" if estimated else n
 
 
 def record_failure(ctx: Context, failing: ExecutionResult) -> None:

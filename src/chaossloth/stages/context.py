@@ -54,7 +54,7 @@ class Result:
     executions: int = 0
     failing_executions: int = 0
     distinct_traces: int = 0
-    #: distinct_traces is an estimate: past the engine's exact limit (CS_EXACT_TRACES, 65,536
+    #: distinct_traces is an estimate: past the engine's exact limit (_core.EXACT_TRACES, 65,536
     #: traces) it counts with a fixed-size HyperLogLog sketch (0.4% standard error)
     distinct_traces_estimated: bool = False
     #: distinct_traces is a lower bound: --jobs counts per worker process (the largest count)
