@@ -94,6 +94,10 @@ uint64_t cs__rng_next(cs__rng *rng);
  * two inputs are mixed separately so neighbouring pairs give unrelated
  * streams, and any execution is reproducible from (seed, stream) alone. */
 void cs__rng_seed_stream(cs__rng *rng, uint64_t seed, uint64_t stream);
+/* Uniform in [0, bound), bound >= 1, without modulo bias. */
+uint64_t cs__rng_below(cs__rng *rng, uint64_t bound);
+/* Uniform double in [0, 1). */
+double cs__rng_double(cs__rng *rng);
 
 /* A sampling strategy's shard (cs_config.shard_index / shard_count) and the
  * random stream of its execution number `executions`. */
@@ -109,10 +113,6 @@ static inline cs__shard cs__shard_of(const cs_config *cfg) {
 static inline uint64_t cs__shard_stream(cs__shard s, uint64_t executions) {
     return executions * s.count + s.index;
 }
-/* Uniform in [0, bound), bound >= 1, without modulo bias. */
-uint64_t cs__rng_below(cs__rng *rng, uint64_t bound);
-/* Uniform double in [0, 1). */
-double cs__rng_double(cs__rng *rng);
 
 /* ----------------------------------------------------------------- trace */
 

@@ -2,10 +2,11 @@
  * strategy_random.c -- uniform choice among the enabled actors.
  *
  * Execution i (0-based, counted by the explorer) draws from a generator
- * seeded with cs__rng_seed_stream(seed, i), so any single execution can be reproduced
- * from (seed, i) alone, whatever ran before it (a shard's execution j is stream
- * j * count + index: shards of one seed split the streams of one explorer).  Never complete: it runs
- * until max_executions or time_limit stops it.
+ * seeded with cs__rng_seed_stream(seed, i), so any single execution can be
+ * reproduced from (seed, i) alone, whatever ran before it (a shard's
+ * execution j is stream j * count + index: shards of one seed split the
+ * streams of one explorer).  Never complete: it runs until max_executions or
+ * time_limit stops it.
  */
 #include "internal.h"
 
@@ -14,7 +15,7 @@
 typedef struct {
     uint64_t seed; /* cs_config.seed: execution i draws from (seed, i) */
     cs__rng rng;   /* this execution's stream (reseeded by begin) */
-    cs__shard shard;
+    cs__shard shard; /* the streams this explorer draws (cs__shard_stream) */
 } random_state;
 
 static int random_create(cs_explorer *ex, const cs_config *cfg, void **state) {
