@@ -13,7 +13,7 @@
  * actors such that i is an immediate happens-before predecessor of j (an
  * element of j's covering set: nothing orders them but their own
  * dependency), j was not made runnable by i (a wake-up edge cannot be
- * reversed), and i does not lie before the clock-advance barrier a
+ * reversed, nor can an enabling read, CS_ENABLING), and i does not lie before the clock-advance barrier a
  * CS_AFTER_ALL event j follows (a timer made due by the advance cannot run
  * before the steps the advance waited for).  Races come sorted by (j, i),
  * i.e. in the order the failing execution completed them.
@@ -63,7 +63,9 @@ int cs_trace_races(const cs_explorer *ex, cs_race *out, size_t cap, size_t *n) {
             size_t i = preds[q];
             cs_event ei;
             if ((rc = cs__trace_get_event(t, i, &ei))) goto done;
-            if (ei.actor == ej.actor || ej.scheduled_by == (int64_t)i || i < barrier) continue;
+            if (ei.actor == ej.actor || ej.scheduled_by == (int64_t)i || i < barrier ||
+                cs__trace_waits_for(t, j, i))
+                continue;
             if (count < cap) {
                 out[count].first = i;
                 out[count].second = j;

@@ -49,7 +49,7 @@ static uint64_t lock_object(const runner *R, size_t l) {
 
 static bool is_visible(uint8_t op) {
     return (op >= CS_OP_LOAD && op <= CS_OP_UNLOCK) || op == CS_OP_BARRIER ||
-           op == CS_OP_BARRIER_READ;
+           op == CS_OP_BARRIER_READ || op == CS_OP_INC;
 }
 
 static int validate(const cs_cprog *p) {
@@ -59,7 +59,7 @@ static int validate(const cs_cprog *p) {
         if (th->len && !th->code) return CS_EINVAL;
         for (size_t i = 0; i < th->len; i++) {
             const cs_cprog_instr *in = &th->code[i];
-            if (in->op < CS_OP_LOAD || in->op > CS_OP_BARRIER_READ) return CS_EINVAL;
+            if (in->op < CS_OP_LOAD || in->op > CS_OP_INC) return CS_EINVAL;
             if (in->dst > CS_CPROG_REGS || in->a > CS_CPROG_REGS ||
                 in->b_reg > CS_CPROG_REGS || in->c_reg > CS_CPROG_REGS)
                 return CS_EINVAL;
@@ -67,7 +67,7 @@ static int validate(const cs_cprog *p) {
             case CS_OP_LOAD: case CS_OP_CAS: case CS_OP_FADD:
                 if (in->dst == 0) return CS_EINVAL;
                 /* fallthrough */
-            case CS_OP_STORE:
+            case CS_OP_STORE: case CS_OP_INC:
                 if (in->base < 0) return CS_EINVAL;
                 break;
             case CS_OP_LOCK: case CS_OP_UNLOCK:
@@ -208,6 +208,11 @@ static int run_step(runner *R, cs_explorer *ex, size_t t) {
         if ((rc = address(R, ts, in, &a))) break;
         rc = cs_access_record(ex, cell_object(R, a), a, CS_WRITE, (uint32_t)ts->pc);
         ts->r[in->dst] = R->cells[a];
+        R->cells[a] = (int64_t)((uint64_t)R->cells[a] + (uint64_t)b);
+        break;
+    case CS_OP_INC:
+        if ((rc = address(R, ts, in, &a))) break;
+        rc = cs_access_record(ex, cell_object(R, a), a, CS_ADD, (uint32_t)ts->pc);
         R->cells[a] = (int64_t)((uint64_t)R->cells[a] + (uint64_t)b);
         break;
     case CS_OP_LOCK: {

@@ -295,9 +295,11 @@ int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
     if (!ex) return CS_EINVAL;
     if (ex->phase != IN_STEP) return CS_ESTATE;
     int base = (int)kind & CS_KIND_MASK;
-    if (base < CS_READ || base > CS_LOCK_RELEASE) return CS_EINVAL;
+    if (base < CS_READ || base > CS_ADD) return CS_EINVAL;
     if ((kind & CS_ID_STABLE) && (kind & CS_ID_CREATED)) return CS_EINVAL;
     if (object == CS_OBJECT_ALL && base != CS_READ && base != CS_WRITE) return CS_EINVAL;
+    if (base == CS_ADD && key == CS_KEY_WHOLE) return CS_EINVAL;
+    if ((kind & CS_ENABLING) && base != CS_READ) return CS_EINVAL;
     return cs__trace_access_add(ex->trace, object, key, kind, site);
 }
 

@@ -37,7 +37,7 @@ static inline uint64_t cs__mix64(uint64_t x) {
  * read (lock acquisitions and releases count as writes). */
 static inline bool cs__conflict(uint64_t o1, uint64_t k1, uint8_t kind1, uint64_t o2,
                                 uint64_t k2, uint8_t kind2) {
-    if (kind1 == CS_READ && kind2 == CS_READ) return false;
+    if (kind1 == kind2 && (kind1 == CS_READ || kind1 == CS_ADD)) return false;
     if (o1 == CS_OBJECT_ALL || o2 == CS_OBJECT_ALL) return true;
     if (o1 != o2) return false;
     return k1 == k2 || k1 == CS_KEY_WHOLE || k2 == CS_KEY_WHOLE;
@@ -193,6 +193,10 @@ bool cs__trace_hb(const cs__trace *t, size_t a, size_t b);
 int cs__trace_hb_view(const cs__trace *t, cs_hb_view **out);
 void cs__hb_view_free(cs_hb_view *v);
 bool cs__trace_dep(const cs__trace *t, size_t a, size_t b);
+/* Does event `later` wait for event `earlier`: an enabling read (CS_ENABLING) of `later`
+ * conflicting with an add (CS_ADD) of `earlier`?  Such a pair is never reversed (DPOR,
+ * causes). */
+bool cs__trace_waits_for(const cs__trace *t, size_t later, size_t earlier);
 int cs__trace_preds(const cs__trace *t, size_t index, size_t *out, size_t cap,
                    size_t *n);
 

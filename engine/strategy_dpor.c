@@ -20,8 +20,8 @@
  * initial of v, v is inserted into the wakeup tree of E'.
  *
  * Races: e, e' dependent, different actors, e an immediate HB predecessor of
- * e', and e' neither scheduled by e nor CS_AFTER_ALL (those orders cannot be
- * reversed).  Locks: a release is never reversed with the acquisition that
+ * e', and e' neither scheduled by e, nor CS_AFTER_ALL, nor waiting for e by an
+ * enabling read (CS_ENABLING) (those orders cannot be reversed).  Locks: a release is never reversed with the acquisition that
  * follows it; instead an acquisition races with the previous acquisition of
  * the same lock by another actor, when nothing but that release orders them.
  *
@@ -87,7 +87,7 @@ typedef struct {
 } wevent;
 
 static bool conflict(const dacc *x, const dacc *y, uint32_t shared) {
-    if (x->kind == CS_READ && y->kind == CS_READ) return false;
+    if (x->kind == y->kind && (x->kind == CS_READ || x->kind == CS_ADD)) return false;
     if (x->all || y->all) return true;
     bool both_unnamed = x->birth > shared && y->birth > shared;
     if (!both_unnamed && !cs__objname_eq(&x->object, &y->object)) return false;
@@ -621,7 +621,9 @@ static int detect_races(dpor_state *s, const cs__trace *t) {
         for (size_t q = 0; q < np && rc == CS_OK; q++) {
             size_t i = preds[q];
             const wevent *ei = &s->tev[i];
-            if (ei->actor == ej->actor || evj.scheduled_by == (int64_t)i || i < barrier) continue;
+            if (ei->actor == ej->actor || evj.scheduled_by == (int64_t)i || i < barrier ||
+                cs__trace_waits_for(t, j, i))
+                continue;
             if (acquire && same_lock_release(ei, &lobj, lkey)) {
                 rel = i;
                 continue;

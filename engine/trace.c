@@ -126,6 +126,7 @@ typedef struct {
 typedef struct {
     uint32_t last_write; /* event index or NONE */
     act_list reads;      /* per actor: last read since last_write */
+    act_list adds;       /* per actor: last CS_ADD since last_write (keyed only) */
 } resource;
 
 typedef struct {
@@ -563,6 +564,8 @@ void cs__trace_free(cs__trace *t) {
     for (size_t i = 0; i < t->cap_res; i++) {
         free(t->res[i].reads.v);
         free(t->res[i].reads.h);
+        free(t->res[i].adds.v);
+        free(t->res[i].adds.h);
     }
     for (size_t i = 0; i < t->cap_obj; i++) {
         free(t->obj[i].key_writes.v);
@@ -697,9 +700,10 @@ int cs__trace_access_add(cs__trace *t, uint64_t object, uint64_t key,
                         cs_access_kind kind, uint32_t site) {
     if (!t) return CS_EINVAL;
     if (!t->open) return CS_ESTATE;
-    uint8_t flags = (uint8_t)((unsigned)kind & (CS_ID_STABLE | CS_ID_CREATED));
+    uint8_t flags = (uint8_t)((unsigned)kind & (CS_ID_STABLE | CS_ID_CREATED | CS_ENABLING));
     kind = (cs_access_kind)((unsigned)kind & CS_KIND_MASK);
-    if (kind < CS_READ || kind > CS_LOCK_RELEASE) return CS_EINVAL;
+    if (kind < CS_READ || kind > CS_ADD) return CS_EINVAL;
+    if (kind == CS_ADD && (key == CS_KEY_WHOLE || object == CS_OBJECT_ALL)) return CS_EINVAL;
     if (t->n_acc >= NONE - 1) return CS_ENOMEM;
     if (GROW(t->acc, t->cap_acc, t->n_acc + 1)) return CS_ENOMEM;
     if (GROW(t->acc_flags, t->cap_acc_flags, t->n_acc + 1)) return CS_ENOMEM;
@@ -740,6 +744,7 @@ static int resource_of(cs__trace *t, uint64_t object, uint64_t key, uint32_t *ou
         resource *r = &t->res[t->n_res++];
         r->last_write = NONE;
         list_clear(&r->reads);
+        list_clear(&r->adds);
     }
     *out = idx;
     return CS_OK;
@@ -884,12 +889,15 @@ int cs__trace_step_end(cs__trace *t) {
                 rc |= cand_list(t, &o->key_writes);
             }
         } else {
+            /* an add follows the reads, a read the adds, a write both;
+             * adds do not follow each other */
             rc |= cand_add(t, r->last_write);
             if (w) rc |= cand_add(t, w->last_write);
             if (write) {
                 rc |= cand_list(t, &r->reads);
                 if (w) rc |= cand_list(t, &w->reads);
             }
+            if (a->kind != CS_ADD) rc |= cand_list(t, &r->adds);
         }
         if (rc) return CS_ENOMEM;
     }
@@ -994,9 +1002,13 @@ int cs__trace_step_end(cs__trace *t) {
                 rc |= list_put(&r->reads, actor, me);
             }
         } else {
-            if (a->kind != CS_READ) {
+            if (a->kind == CS_ADD) {
+                rc |= list_put(&r->adds, actor, me);
+                rc |= list_put(&o->key_writes, actor, me);
+            } else if (a->kind != CS_READ) {
                 r->last_write = me;
                 list_clear(&r->reads);
+                list_clear(&r->adds);
                 rc |= list_put(&o->key_writes, actor, me);
             } else {
                 rc |= list_put(&r->reads, actor, me);
@@ -1145,6 +1157,19 @@ bool cs__trace_dep(const cs__trace *t, size_t a, size_t b) {
         for (uint32_t j = 0; j < eb->n_accesses; j++)
             if (overlap(&t->acc[ea->first_access + i], &t->acc[eb->first_access + j]))
                 return true;
+    return false;
+}
+
+bool cs__trace_waits_for(const cs__trace *t, size_t later, size_t earlier) {
+    if (!t || later >= t->len || earlier >= later) return false;
+    const event *el = &t->ev[later], *ee = &t->ev[earlier];
+    for (uint32_t i = 0; i < el->n_accesses; i++) {
+        if (!(t->acc_flags[el->first_access + i] & CS_ENABLING)) continue;
+        for (uint32_t j = 0; j < ee->n_accesses; j++)
+            if (t->acc[ee->first_access + j].kind == CS_ADD &&
+                overlap(&t->acc[el->first_access + i], &t->acc[ee->first_access + j]))
+                return true;
+    }
     return false;
 }
 

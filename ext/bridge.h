@@ -60,10 +60,16 @@ cs_explorer *cs_hooks_get_explorer(void);
  * what the program observes (hooks.c, "object lifetimes").
  * 0 when nothing is recorded (no explorer, no open step), -1 with an exception. */
 int cs_hooks_record_object(PyObject *obj, int kind);
+/* The same on (obj, key): key as the hooks name subscripts (a str is a key,
+ * an object of a user type the whole object). */
+int cs_hooks_record_key(PyObject *obj, PyObject *key, int kind);
 /* hooks.c: the step-end release of the objects the hooks hold (not weak-referenceable) and only
  * they still reference; called while the step is open, so the finalizers it runs are accesses of
  * that step.  0, or -1 with an exception. */
 int cs_hooks_sweep(void);
+/* While set (loop.c, a gather() callback's step), record() drops plain reads: see
+ * record_shared_state. */
+extern int cs_hooks_quiet_reads;
 
 int cs_register_handles(PyObject *module);
 int cs_register_loop(PyObject *module);

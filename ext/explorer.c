@@ -1165,6 +1165,7 @@ int cs_register_explorer(PyObject *m) {
     } ints[] = {
         {"READ", CS_READ},
         {"WRITE", CS_WRITE},
+        {"ADD", CS_ADD},
         {"ID_STABLE", CS_ID_STABLE},
         {"ID_CREATED", CS_ID_CREATED},
         {"OUTCOME_OK", CS_OUTCOME_OK},

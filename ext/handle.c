@@ -62,6 +62,7 @@ HandleObject *cs_handle_new(LoopCoreObject *loop, int timer, PyObject *cb, PyObj
     h->source_traceback = NULL;
     h->repr = NULL;
     h->weakreflist = NULL;
+    h->observes = NULL;
     h->when = 0.0;
     h->seq = 0;
     h->scheduled_by = -1;
@@ -90,6 +91,7 @@ static int handle_traverse(HandleObject *h, visitproc visit, void *arg) {
     Py_VISIT((PyObject *)h->loop);
     Py_VISIT(h->source_traceback);
     Py_VISIT(h->repr);
+    Py_VISIT(h->observes);
     return 0;
 }
 
@@ -100,6 +102,7 @@ static int handle_clear(HandleObject *h) {
     Py_CLEAR(h->loop);
     Py_CLEAR(h->source_traceback);
     Py_CLEAR(h->repr);
+    Py_CLEAR(h->observes);
     return 0;
 }
 

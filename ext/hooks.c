@@ -991,6 +991,7 @@ int cs_hooks_record_object(PyObject *obj, int kind) {
     return record(obj, CS_KEY_WHOLE, kind, NULL, NULL, NULL);
 }
 
+
 /* A module's attributes are its globals: record them on its __dict__ so that
  * `mod.x` and a `global x` inside mod name the same resource. */
 static PyObject *holder_of(PyObject *obj) {
@@ -1083,6 +1084,11 @@ static int record_item(PyObject *obj, PyObject *k, int kind, PyObject *site, pat
     if (record(obj, key, kind, site, k, &cid) < 0) return -1;
     if (p) *p = (path){cid, key};
     return 0;
+}
+
+int cs_hooks_record_key(PyObject *obj, PyObject *key, int kind) {
+    if (!hooks_ex) return 0;
+    return record_item(obj, key, kind, NULL, NULL);
 }
 
 /* Names a read result after its path; on failure drops it. */
@@ -2917,6 +2923,8 @@ static PyObject *h_fw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
 
 /* ------------------------------------------------ driver-facing functions */
 
+int cs_hooks_quiet_reads;
+
 /* record(obj, kind, site=0, key=<whole>): an access recorded by Python code
  * (capture/sync.py).  kind 1 = read, 2 = write, optionally or-ed with
  * ID_CREATED when obj was created by the current step. */
@@ -2926,12 +2934,14 @@ static PyObject *h_record(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t
         return NULL;
     }
     if (!hooks_ex) Py_RETURN_NONE;
+    if (cs_hooks_quiet_reads && PyLong_Check(a[1]) && PyLong_AsLong(a[1]) == CS_READ)
+        Py_RETURN_NONE;
     long kind = PyLong_AsLong(a[1]);
     if (kind == -1 && PyErr_Occurred()) return NULL;
     long base = kind & CS_KIND_MASK;
-    if (base < CS_READ || base > CS_LOCK_RELEASE || (kind & ~(long)(CS_KIND_MASK | CS_ID_CREATED))) {
+    if (base < CS_READ || base > CS_ADD || (kind & ~(long)(CS_KIND_MASK | CS_ID_CREATED))) {
         PyErr_SetString(PyExc_ValueError,
-                        "kind must be READ, WRITE, LOCK_ACQUIRE or LOCK_RELEASE, "
+                        "kind must be READ, WRITE, LOCK_ACQUIRE, LOCK_RELEASE or ADD, "
                         "optionally | ID_CREATED");
         return NULL;
     }

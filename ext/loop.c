@@ -168,6 +168,8 @@ struct LoopCoreObject {
     uint32_t cur_polls;     /* polls of the handle running now */
     PyObject *cur_task;     /* strong: the task whose step runs now, or NULL */
     HandleObject *requeued; /* strong: that task's next step queued by this step */
+    PyObject *counted;      /* strong: the handles a counting closure's step scheduled (a
+                               list, or NULL outside such a step; record_counted_future) */
     uint64_t poll_advances; /* busy-poll clock advances since creation or attach */
 };
 
@@ -182,10 +184,72 @@ PyObject *cs_empty_tuple;
 static PyObject *future_type;     /* asyncio.futures.Future */
 static PyObject *partial_type;    /* functools.partial */
 static PyObject *asyncio_dir;     /* ".../asyncio/" */
+
+/* asyncio's own closures that count finished children and complete one future (see
+ * record_shared_state): the code object, and the index in its cells of that future. */
+typedef struct {
+    const char *function, *closure, *future_cell;
+    int completes_at_end; /* completes its future with a result only once every child is
+                             counted (gather); else (wait(): FIRST_COMPLETED) possibly earlier */
+    PyObject *code;
+    Py_ssize_t cell;
+} counting_closure;
+static counting_closure counting_closures[] = {
+    {"gather", "_done_callback", "outer", 1, NULL, -1},
+    {"_wait", "_on_completion", "waiter", 0, NULL, -1},
+};
 static PyObject *s_coro, *s_cr_await, *s_cr_frame, *s_gi_frame, *s_gi_yieldfrom,
     *s_call_exception_handler, *s_get_name, *s_check_callback, *s_check_thread,
     *s_foreign_call, *s_loop, *s_qualname, *s_message, *s_exception, *s_handle,
-    *s_source_traceback;
+    *s_source_traceback, *s_count;
+
+/* Finds each counting closure's code object among its enclosing function's constants, and its
+ * future's cell.  A closure not found as expected (another Python's asyncio) keeps code NULL:
+ * its callbacks are then recorded as every other closure is, as a write of the whole closure. */
+static int find_counting_closures(void) {
+    PyObject *tasks = PyImport_ImportModule("asyncio.tasks");
+    if (!tasks) return -1;
+    int rc = 0;
+    for (size_t i = 0; i < sizeof counting_closures / sizeof *counting_closures; i++) {
+        counting_closure *cc = &counting_closures[i];
+        PyObject *fn = PyObject_GetAttrString(tasks, cc->function);
+        if (!fn) {
+            PyErr_Clear();
+            continue;
+        }
+        PyObject *outer = PyFunction_Check(fn) ? PyFunction_GET_CODE(fn) : NULL;
+        PyObject *consts = outer ? PyObject_GetAttrString(outer, "co_consts") : NULL;
+        PyObject *freevars = NULL;
+        for (Py_ssize_t k = 0; consts && PyTuple_Check(consts) && k < PyTuple_GET_SIZE(consts);
+             k++) {
+            PyObject *c = PyTuple_GET_ITEM(consts, k);
+            if (!PyCode_Check(c)) continue;
+            PyObject *name = PyObject_GetAttrString(c, "co_name");
+            int same = name && PyUnicode_Check(name) &&
+                       PyUnicode_CompareWithASCIIString(name, cc->closure) == 0;
+            Py_XDECREF(name);
+            if (!same) continue;
+            if (!(freevars = PyObject_GetAttrString(c, "co_freevars"))) break;
+            for (Py_ssize_t v = 0; PyTuple_Check(freevars) && v < PyTuple_GET_SIZE(freevars);
+                 v++) {
+                PyObject *var = PyTuple_GET_ITEM(freevars, v);
+                if (PyUnicode_Check(var) &&
+                    PyUnicode_CompareWithASCIIString(var, cc->future_cell) == 0) {
+                    cc->code = Py_NewRef(c);
+                    cc->cell = v;
+                }
+            }
+            break;
+        }
+        if (PyErr_Occurred()) rc = -1;
+        Py_XDECREF(freevars);
+        Py_XDECREF(consts);
+        Py_DECREF(fn);
+        if (rc < 0) break;
+    }
+    Py_DECREF(tasks);
+    return rc;
+}
 
 static int import_asyncio(void) {
     if (cs_fmt_callback_source) return 0;
@@ -208,6 +272,7 @@ static int import_asyncio(void) {
     INTERN(s_exception, "exception");
     INTERN(s_handle, "handle");
     INTERN(s_source_traceback, "source_traceback");
+    INTERN(s_count, "count");
 #undef INTERN
     if (!(cs_empty_tuple = PyTuple_New(0))) goto done;
     if (!(fh = PyImport_ImportModule("asyncio.format_helpers"))) goto done;
@@ -217,6 +282,7 @@ static int import_asyncio(void) {
     if (!(future_type = PyObject_GetAttrString(fut, "Future"))) goto done;
     if (!(partial_type = PyObject_GetAttrString(functools, "partial"))) goto done;
     if (!(file = PyObject_GetAttrString(fut, "__file__"))) goto done;
+    if (find_counting_closures() < 0) goto done;
     {
         /* the directory of asyncio/futures.py, with its trailing separator */
         Py_ssize_t n = PyUnicode_GetLength(file);
@@ -544,6 +610,10 @@ static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
     if (!h) return NULL;
     h->seq = self->seq++;
     h->scheduled_by = self->ex ? self->cur_event : -1;
+    if (self->counted && PyList_Append(self->counted, (PyObject *)h) < 0) {
+        Py_DECREF(h);
+        return NULL;
+    }
     if (!timer && self->cur_task && cs_compat_task_of_step(cb) == self->cur_task) {
         /* the running task queued its own next step: a bare yield (sleep(0)) */
         h->polls = self->cur_polls < UINT32_MAX ? self->cur_polls + 1 : UINT32_MAX;
@@ -702,6 +772,7 @@ static int loop_traverse(LoopCoreObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->div_enabled);
     Py_VISIT(self->cur_task);
     Py_VISIT((PyObject *)self->requeued);
+    Py_VISIT(self->counted);
     return 0;
 }
 
@@ -712,6 +783,7 @@ static int loop_clear(LoopCoreObject *self) {
     Py_CLEAR(self->current_handle);
     Py_CLEAR(self->cur_task);
     Py_CLEAR(self->requeued);
+    Py_CLEAR(self->counted);
     cs_exploration_release(self);
     self->ex = NULL;
     Py_CLEAR(self->explorer_obj);
@@ -1209,33 +1281,111 @@ static int purge_cancelled(LoopCoreObject *self) {
     return 0;
 }
 
+static int future_is_done(PyObject *future) {
+    PyObject *done = PyObject_CallMethod(future, "done", NULL);
+    if (!done) return -1;
+    int truth = PyObject_IsTrue(done);
+    Py_DECREF(done);
+    return truth;
+}
+
 /* A non-task callback's step writes the state it shares with other handles that the
  * instrumentation does not see: asyncio's own gather()/wait()/shield() callbacks are closures
  * that count finished children and complete an outer future through their cells, and
  * TaskGroup._on_task_done or a `lst.append` callback mutate their receiver.  So the step
  * writes, as a whole object: a closure's function object; a bound method's receiver (Python
  * or builtin, modules excepted); and, for a functools.partial, what its function shares.  Two
- * handles of one closure or one receiver are thereby ordered (which of gather's callbacks runs
- * last decides which exception the parent sees); plain functions, whose state is their
- * arguments, stay independent.  Over-approximating is safe; missing this was not. */
-static int record_shared_state(PyObject *cb, int depth) {
+ * handles of one closure or one receiver are thereby ordered; plain functions, whose state is
+ * their arguments, stay independent.  Over-approximating is safe; missing this was not.
+ *
+ * Except gather()'s and wait()'s own counting closures (counting_closures), whose other cells
+ * are read-only but a counter of finished children, which decides only whether the step
+ * completes the closure's future.  Their steps access (future, "count") instead:
+ *   - the future was done before: a read (the callback only looks);
+ *   - it is left pending: an add.  Two such steps swap without changing what either does:
+ *     neither completed the future, so neither was the last child counted nor a failure, and
+ *     neither is after the swap;
+ *   - gather()'s, completed with a result: an add too.  Only the last child counted does that
+ *     (a failure sets an exception), and the results are the children's whatever the order of
+ *     their callbacks, so whichever runs last completes the future the same way: gather()'s N
+ *     children take one order of their callbacks, not N!.  What the completion schedules (the
+ *     awaiting task's wake-up, the future's other callbacks) waits for every add, not only the
+ *     last one: those handles make an enabling read (CS_ENABLING) of (future, "count") when
+ *     they run, which DPOR never reverses with an add;
+ *   - completed otherwise (a child failed, the gather was cancelled, wait() returning before
+ *     every child is counted): a write, ordered with every other callback.
+ * A gather() callback's reads of the children (futures already done: their state no longer
+ * changes, and each callback is scheduled by its own child's completion) are not recorded
+ * (cs_hooks_quiet_reads): only the last callback reads every child, and which one is last
+ * must not change what the steps record, else two of them would not swap as adds.
+ * Returns the future (*future_out, a new reference), its done() before the step (*was_done)
+ * and which closure it is (*which); record_counted_future records after the step. */
+static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, int *was_done,
+                               const counting_closure **which) {
     PyObject *target = NULL;
     if (PyMethod_Check(cb)) {
         target = PyMethod_GET_SELF(cb);
     } else if (PyFunction_Check(cb)) {
-        if (PyFunction_GET_CLOSURE(cb) != NULL) target = cb;
+        PyObject *code = PyFunction_GET_CODE(cb), *cells = PyFunction_GET_CLOSURE(cb);
+        for (size_t i = 0; cells && depth == 0 &&
+                           i < sizeof counting_closures / sizeof *counting_closures;
+             i++) {
+            counting_closure *cc = &counting_closures[i];
+            if (cc->code != code || cc->cell >= PyTuple_GET_SIZE(cells)) continue;
+            PyObject *future = PyCell_GET(PyTuple_GET_ITEM(cells, cc->cell));
+            if (!future || future == Py_None) break;
+            int done = future_is_done(future);
+            if (done < 0) return -1;
+            *future_out = Py_NewRef(future);
+            *was_done = done;
+            *which = cc;
+            return 0;
+        }
+        if (cells != NULL) target = cb;
     } else if (PyCFunction_Check(cb)) {
         PyObject *m_self = PyCFunction_GET_SELF(cb);
         if (m_self && !PyModule_Check(m_self)) target = m_self;
     } else if (depth < 4 && PyObject_TypeCheck(cb, (PyTypeObject *)partial_type)) {
         PyObject *fn = PyObject_GetAttrString(cb, "func");
         if (!fn) return -1;
-        int rc = record_shared_state(fn, depth + 1);
+        int rc = record_shared_state(fn, depth + 1, future_out, was_done, which);
         Py_DECREF(fn);
         return rc;
     }
     if (!target) return 0;
     return cs_hooks_record_object(target, CS_WRITE);
+}
+
+/* After a counting closure's step: its access of (future, "count"), and the handles it
+ * scheduled marked to read it, enabling, when the step completed the future by counting. */
+static int record_counted_future(LoopCoreObject *self, const counting_closure *which,
+                                 PyObject *future, int was_done) {
+    int kind = CS_READ;
+    if (!was_done) {
+        int done = future_is_done(future);
+        if (done < 0) return -1;
+        kind = done && !which->completes_at_end ? CS_WRITE : CS_ADD;
+        if (done && kind == CS_ADD) {
+            /* with a result: by counting (the failure paths set an exception or cancel);
+             * unreadable counts as failed */
+            PyObject *exc = PyObject_GetAttrString(future, "_exception");
+            if (!exc) PyErr_Clear();
+            if (!exc || exc != Py_None) kind = CS_WRITE;
+            Py_XDECREF(exc);
+            if (kind == CS_ADD) {
+                PyObject *cancelled = PyObject_CallMethod(future, "cancelled", NULL);
+                if (!cancelled) return -1;
+                int truth = PyObject_IsTrue(cancelled);
+                Py_DECREF(cancelled);
+                if (truth != 0) kind = CS_WRITE;
+            }
+            for (Py_ssize_t k = 0; kind == CS_ADD && k < PyList_GET_SIZE(self->counted); k++) {
+                HandleObject *h = (HandleObject *)PyList_GET_ITEM(self->counted, k);
+                Py_XSETREF(h->observes, Py_NewRef(future));
+            }
+        }
+    }
+    return cs_hooks_record_key(future, s_count, kind);
 }
 
 static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice) {
@@ -1252,8 +1402,9 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     self->cur_event = (int64_t)ev;
     self->in_step = 1;
     self->steps++;
-    PyObject *task = NULL;
-    int rc = 0;
+    PyObject *task = NULL, *counted = NULL;
+    int rc = 0, was_done = 0;
+    const counting_closure *which = NULL;
     if (self->clock_dirty) {
         self->clock_dirty = 0;
         rc = record(self, CLOCK_OBJECT, CS_WRITE);
@@ -1263,11 +1414,19 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     if (rc == 0) {
         task = cs_compat_task_of_step(h->callback);
         Py_XINCREF(task);
-        if (!task) rc = record_shared_state(h->callback, 0);
+        if (!task) rc = record_shared_state(h->callback, 0, &counted, &was_done, &which);
     }
     self->cur_task = Py_XNewRef(task);
     self->cur_polls = h->polls;
+    if (rc == 0 && h->observes)
+        rc = cs_hooks_record_key(h->observes, s_count, CS_READ | CS_ENABLING);
+    if (rc == 0 && counted && !(self->counted = PyList_New(0))) rc = -1;
+    cs_hooks_quiet_reads = counted && which->completes_at_end;
     if (rc == 0) rc = cs_loop_run_handle(self, h);
+    cs_hooks_quiet_reads = 0;
+    if (rc == 0 && counted) rc = record_counted_future(self, which, counted, was_done);
+    Py_CLEAR(self->counted);
+    Py_CLEAR(counted);
     if (rc == 0) rc = cs_hooks_sweep();
     if (rc == 0) rc = busy_poll_check(self);
     Py_CLEAR(self->cur_task);

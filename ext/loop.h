@@ -25,6 +25,8 @@ typedef struct {
     uint64_t seq;        /* creation order on its loop (ties between equal deadlines) */
     int64_t scheduled_by; /* event that scheduled it, -1 outside steps */
     cs_actor actor;       /* CS_NO_ACTOR without an explorer */
+    PyObject *observes;   /* a future whose completion by counting scheduled it: its step
+                             reads it, enabling (loop.c: record_shared_state), or NULL */
     uint32_t polls;       /* task step queued by the task's own previous step (a bare yield,
                              sleep(0)): that step's polls + 1; else 0 (see busy_poll_check) */
     char cancelled, scheduled, is_timer, after_all, queued;

@@ -71,6 +71,16 @@ typedef enum {
      * future (asyncio) records plain reads and writes plus scheduled_by. */
     CS_LOCK_ACQUIRE = 3,
     CS_LOCK_RELEASE = 4,
+    /* A commutative update: it changes the resource, and any two CS_ADDs of
+     * the same resource leave the same state and behave the same in either
+     * order (a counter's increments whose step does not act on the value it
+     * sees).  It conflicts with reads and writes of the resource, not with
+     * other adds: happens-before orders it after the resource's last write
+     * and the reads since, and every later read or write after it.  Keyed
+     * resources only: with CS_KEY_WHOLE or CS_OBJECT_ALL it is CS_EINVAL.
+     * Diagnosis treats it as neither a read nor a write (an add never forms
+     * an atomicity-violation pattern with another add). */
+    CS_ADD = 5,
 } cs_access_kind;
 
 /* Identity flags, or-ed into the kind given to cs_access_record.  They say
@@ -85,11 +95,21 @@ typedef enum {
  *                 in every execution where that step runs. */
 #define CS_ID_STABLE 0x40
 #define CS_ID_CREATED 0x80
-#define CS_KIND_MASK 0x3f
+/* Or-ed into CS_READ only: an enabling read.  The front end promises that
+ * the step could not have run before any CS_ADD of the same resource made
+ * earlier in the execution (a task woken when a future completes, the
+ * completion decided by a counter of adds reaching its end: every add had to
+ * come first, not only the one that completed it).  It is a read for
+ * happens-before and dependency; DPOR and the causes never reverse it with
+ * those adds (such a pair is no race, as for scheduled_by); its conflicts with
+ * other accesses are ordinary races. */
+#define CS_ENABLING 0x20
+#define CS_KIND_MASK 0x1f
 
 /* A resource is (object, key).  CS_KEY_WHOLE is the whole-object wildcard: it
  * overlaps every key of the same object.  Two accesses conflict when their
- * resources overlap and at least one of them is a write. */
+ * resources overlap and at least one of them is a write (an add: see
+ * CS_ADD). */
 #define CS_KEY_WHOLE UINT64_MAX
 
 /* CS_OBJECT_ALL is the global barrier: an access of (CS_OBJECT_ALL, any key)
@@ -274,7 +294,7 @@ size_t cs_trace_length(const cs_explorer *ex);
 int cs_trace_event(const cs_explorer *ex, size_t index, cs_event *out);
 int cs_trace_access(const cs_explorer *ex, size_t access_index,
                     cs_access *out);
-/* The CS_ID_* flags an access was recorded with. */
+/* The CS_ID_* and CS_ENABLING flags an access was recorded with. */
 int cs_trace_access_flags(const cs_explorer *ex, size_t access_index,
                           uint8_t *flags);
 /* Vector clock of an event: `*len` entries indexed by actor id (entries past
@@ -485,6 +505,7 @@ typedef enum {
                            over all cells (dst 0: not kept), then every cell
                            += B; recorded as a write of CS_OBJECT_ALL */
     CS_OP_BARRIER_READ, /* r[dst] = that sum; a read of CS_OBJECT_ALL */
+    CS_OP_INC,          /* cell[addr] += B, the value unseen: a CS_ADD */
 } cs_cprog_opcode;
 
 typedef struct {

@@ -334,7 +334,7 @@ def test_src_layout_race_is_found_in_both_asyncio_modes(project: Path, mode: str
     assert "replay it with: chaossloth replay " in racy, racy
     assert "Traceback" not in racy, racy
     summary = _summary(out)
-    assert "tests/test_service.py::test_locked_cache: passed, 8 executions, complete" in summary
+    assert "tests/test_service.py::test_locked_cache: passed, 4 executions, complete" in summary
     assert "tests/test_service.py::test_racy_cache: FAILED (check-then-act)" in summary
     # the other plugins' tests are theirs
     assert "test_left_to" not in summary, summary
@@ -372,7 +372,7 @@ def test_fixtures_are_shared_when_immutable_and_recreated_otherwise(
     # every execution builds its own service from the conftest fixture
     assert "PASSED tests/test_fixtures.py::test_fresh_object" in out, out
     summary = _summary(out)
-    assert "test_fresh_object: passed, 8 executions, complete" in summary, summary
+    assert "test_fresh_object: passed, 4 executions, complete" in summary, summary
     # an async fixture, re-created on the controlled loop: its object's race is found
     racy = _section(out, "test_async_fixture_races")
     assert "check-then-act" in racy and THREE_LINES[0] in racy, racy

@@ -13,6 +13,8 @@ from typing import Any, ClassVar, Final, Self
 
 READ: Final[int]
 WRITE: Final[int]
+#: a commutative update of a keyed resource (include/chaossloth.h: CS_ADD)
+ADD: Final[int]
 KEY_WHOLE: Final[int]
 ID_STABLE: Final[int]
 ID_CREATED: Final[int]

@@ -378,6 +378,10 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "tests/test_dpor_asyncio.py",
         "generated programs per asyncio-machinery property (default 15)",
     ),
+    "CHAOSSLOTH_PRIMITIVE_EXAMPLES": (
+        "tests/test_dpor_primitives.py",
+        "generated semaphore programs explored by DPOR and by brute force (default 10)",
+    ),
     "CHAOSSLOTH_SOUNDNESS_CAP": (
         "tests/test_dpor_asyncio.py",
         "execution cap of the brute-force side of those properties (default 1500)",

@@ -25,7 +25,7 @@ from chaossloth.capture import sites
 from chaossloth.config import DEFAULTS
 from chaossloth.errors import InputError
 
-READ, WRITE = _core.READ, _core.WRITE
+READ, WRITE, ADD = _core.READ, _core.WRITE, _core.ADD
 
 
 @dataclass
@@ -138,7 +138,7 @@ def print_text(views: list[StepView], out: TextIO, show_all: bool) -> None:
         for a in v.accesses:
             if not _visible(a, show_all):
                 continue
-            verb = "read " if a.kind == READ else "write"
+            verb = "read " if a.kind == READ else "add  " if a.kind == ADD else "write"
             times = f" (x{a.count})" if a.count > 1 else ""
             where = f"  {a.where}" if a.where else ""
             out.write(f"    {verb} {a.name}{times}{where}\n")

@@ -46,6 +46,10 @@ static void emit(gprog *g, int t, cs_cprog_instr in) {
  * a write of CS_OBJECT_ALL that reads and changes every cell, or
  * BARRIER_READ); without, the generator's stream is the historical one. */
 static long barrier_ops; /* barrier operations generated (the tests check > 0) */
+/* when set, about one operation in four is an INC (a CS_ADD: increments commute); unset, the
+ * generator's stream is the historical one */
+static bool gen_adds;
+static long add_ops;
 static void gen_program(gprog *g, bool locks, int max_steps, bool barriers) {
     memset(g, 0, sizeof *g);
     int nt = 2 + (int)rnd(3);
@@ -70,7 +74,11 @@ static void gen_program(gprog *g, bool locks, int max_steps, bool barriers) {
             }
             int cell = (int)rnd((uint32_t)cells);
             uint8_t reg = (uint8_t)(1 + rnd(3));
-            if (barriers && rnd(5) == 0) {
+            if (gen_adds && rnd(4) == 0) {
+                emit(g, t, (cs_cprog_instr){.op = CS_OP_INC, .base = cell,
+                                            .b_imm = 1 + (int64_t)rnd(2)});
+                add_ops++;
+            } else if (barriers && rnd(5) == 0) {
                 uint8_t op = rnd(3) == 0 ? CS_OP_BARRIER_READ : CS_OP_BARRIER;
                 emit(g, t, (cs_cprog_instr){.op = op, .dst = reg, .b_imm = (int64_t)rnd(3)});
                 barrier_ops++;
@@ -214,6 +222,22 @@ static void test_soundness_and_optimality_rw(void) {
 static void test_soundness_with_per_execution_ids(void) {
     differential(false, programs_per_family(1500), 0x452821e638d01377ULL, 8, true, false);
     differential(true, programs_per_family(1000), 0xbe5466cf34e90c6cULL, 9, true, false);
+}
+
+/* Commutative increments (CS_ADD) among reads, writes, fetch-and-adds, CAS, locks, barriers
+ * and per-execution ids: dpor reaches the final states exhaustive reaches; on programs without
+ * locks or per-execution ids it runs one execution per Mazurkiewicz trace (increments of a
+ * cell do not order each other), never a sleep-blocked one. */
+static void test_adds_soundness_and_optimality(void) {
+    gen_adds = true;
+    add_ops = 0;
+    long n = programs_per_family(1500);
+    differential(false, n, 0x2b7e151628aed2a6ULL, 8, false, false);
+    differential(false, n, 0x6a09e667bb67ae85ULL, 8, false, true);
+    differential(true, programs_per_family(800), 0x3c6ef372a54ff53aULL, 9, false, true);
+    differential(false, programs_per_family(800), 0x510e527f9b05688cULL, 8, true, false);
+    gen_adds = false;
+    CHECK(add_ops > n / 2);
 }
 
 static void test_soundness_with_locks(void) {
@@ -673,5 +697,6 @@ static void test_deep_tree_dropped_when_cut_short(void) {
     X(test_deep_tree_freed_mid_execution)                                      \
     X(test_deep_tree_dropped_when_cut_short)                                   \
     X(test_barrier_by_hand) X(test_barriers_soundness_and_optimality_rw)       \
-    X(test_barriers_with_locks_and_per_execution_ids)
+    X(test_barriers_with_locks_and_per_execution_ids)                          \
+    X(test_adds_soundness_and_optimality)
 CTEST_MAIN()

@@ -28,6 +28,8 @@ static uint64_t lcg_state;
 /* 1: gen() turns about one access in eight into a global barrier access
  * (object CS_OBJECT_ALL); 0 keeps the generator's historical stream. */
 static int gen_barriers;
+/* 1: gen() turns about one keyed access in three into a CS_ADD (commutative update) */
+static int gen_adds;
 static uint32_t rnd(uint32_t bound) {
     lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
     return (uint32_t)((lcg_state >> 33) % bound);
@@ -46,6 +48,9 @@ static void gen(gtrace *g, int n, int n_actors, int n_objects, int n_keys) {
             if (gen_barriers && rnd(8) == 0) e->acc[k].object = CS_OBJECT_ALL;
             e->acc[k].key = rnd(5) == 0 ? CS_KEY_WHOLE : rnd((uint32_t)n_keys);
             e->acc[k].kind = rnd(2) ? CS_READ : CS_WRITE;
+            if (gen_adds && e->acc[k].key != CS_KEY_WHOLE && e->acc[k].object != CS_OBJECT_ALL &&
+                rnd(3) == 0)
+                e->acc[k].kind = CS_ADD;
             e->acc[k].site = (uint32_t)k;
         }
     }
@@ -73,7 +78,8 @@ static bool ref_dep(const gtrace *g, int a, int b) {
     for (int i = 0; i < x->n; i++)
         for (int j = 0; j < y->n; j++) {
             const cs_access *p = &x->acc[i], *q = &y->acc[j];
-            if (p->kind != CS_WRITE && q->kind != CS_WRITE) continue;
+            /* reads commute, and so do adds (CS_ADD) */
+            if (p->kind == q->kind && (p->kind == CS_READ || p->kind == CS_ADD)) continue;
             /* the barrier overlaps every resource, itself included */
             if (p->object == CS_OBJECT_ALL || q->object == CS_OBJECT_ALL) return true;
             if (p->object != q->object) continue;
@@ -255,6 +261,75 @@ static void test_random_with_barriers_against_brute_force(void) {
     gen_barriers = 1;
     random_against_brute_force(4242);
     gen_barriers = 0;
+}
+
+/* The same with commutative updates (CS_ADD) mixed in, and barriers: an add follows the
+ * writes and reads of its resource, a read or write follows the adds, adds stay unordered;
+ * equivalent orders share a fingerprint. */
+/* By hand: two adds of a counter by different actors stay unordered; a read (an enabling one)
+ * follows both and waits for both; a write follows all.  Adds are keyed only; an enabling
+ * write is refused by the explorer (cs_access_record). */
+static void test_adds_and_an_enabling_read_by_hand(void) {
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    for (cs_actor a = 0; a < 2; a++) {
+        CHECK_EQ(cs__trace_step_begin(t, a, -1), CS_OK);
+        CHECK_EQ(cs__trace_access_add(t, 5, 1, CS_ADD, 0), CS_OK);
+        CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    }
+    CHECK_EQ(cs__trace_step_begin(t, 2, 1), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5, 1, (cs_access_kind)(CS_READ | CS_ENABLING), 0), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    CHECK_EQ(cs__trace_step_begin(t, 3, -1), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5, 1, CS_READ, 0), CS_OK);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    CHECK_EQ(cs__trace_step_begin(t, 4, -1), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5, CS_KEY_WHOLE, CS_WRITE, 0), CS_OK);
+    CHECK_EQ(cs__trace_access_add(t, 5, CS_KEY_WHOLE, CS_ADD, 0), CS_EINVAL);
+    CHECK_EQ(cs__trace_access_add(t, CS_OBJECT_ALL, 1, CS_ADD, 0), CS_EINVAL);
+    CHECK_EQ(cs__trace_step_end(t), CS_OK);
+    CHECK(!cs__trace_dep(t, 0, 1));
+    CHECK(!cs__trace_hb(t, 0, 1));
+    CHECK(cs__trace_hb(t, 0, 2) && cs__trace_hb(t, 1, 2));
+    CHECK(cs__trace_waits_for(t, 2, 0) && cs__trace_waits_for(t, 2, 1));
+    /* a plain read follows the adds too, but does not wait for them */
+    CHECK(cs__trace_hb(t, 0, 3) && !cs__trace_waits_for(t, 3, 0));
+    CHECK(!cs__trace_hb(t, 2, 3));
+    for (size_t e = 0; e < 4; e++) CHECK(cs__trace_hb(t, e, 4));
+    size_t preds[8], np;
+    CHECK_EQ(cs__trace_preds(t, 4, preds, 8, &np), CS_OK);
+    CHECK_EQ(np, 2); /* the two reads, which follow both adds */
+    cs__trace_free(t);
+
+    cs_config cfg;
+    cs_config_init(&cfg, CS_STRATEGY_FIFO);
+    cs_explorer *ex = NULL;
+    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
+    cs_actor only;
+    CHECK_EQ(cs_actor_intern(ex, CS_NO_ACTOR, 0, &only), CS_OK);
+    int more = 0;
+    CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+    CHECK_EQ(more, 1);
+    size_t chosen;
+    CHECK_EQ(cs_choose(ex, &only, 1, &chosen), CS_OK);
+    CHECK_EQ(cs_step_begin(ex, only, CS_SCHEDULED_BY_NONE), CS_OK);
+    CHECK_EQ(cs_access_record(ex, 5, 1, (cs_access_kind)(CS_WRITE | CS_ENABLING), 0), CS_EINVAL);
+    CHECK_EQ(cs_access_record(ex, 5, CS_KEY_WHOLE, CS_ADD, 0), CS_EINVAL);
+    CHECK_EQ(cs_access_record(ex, 5, 1, CS_ADD, 0), CS_OK);
+    int ended = cs_step_end(ex);
+    CHECK_EQ(ended, CS_OK);
+    cs_explorer_free(ex);
+}
+
+static void fingerprint_check(uint64_t seed);
+static void test_random_with_adds_against_brute_force(void) {
+    gen_adds = 1;
+    random_against_brute_force(9001);
+    gen_barriers = 1;
+    random_against_brute_force(9002);
+    fingerprint_check(9003);
+    gen_barriers = 0;
+    gen_adds = 0;
 }
 
 /* Re-records g in the order perm (a linearisation of its HB order). */
@@ -916,6 +991,8 @@ static void test_barrier_after_clock_advance(void) {
     X(test_callback_chains_against_brute_force) X(test_ping_pong_one_chain)    \
     X(test_fan_out_clock_memory) X(test_barrier_after_clock_advance)        \
     X(test_random_with_barriers_against_brute_force)                          \
+    X(test_random_with_adds_against_brute_force)                              \
+    X(test_adds_and_an_enabling_read_by_hand)                                 \
     X(test_fingerprint_with_barriers) X(test_global_barrier_clocks)           \
     X(test_independent_tasks_linear) X(test_wide_random_against_brute_force)  \
     X(test_object_names_never_collide)

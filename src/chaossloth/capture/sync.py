@@ -10,7 +10,9 @@ Two parts:
   paths that never yield are covered (an uncontended ``acquire``, ``get`` on a non-empty queue,
   ``wait`` on a set event), and an awaiting method records again each time it resumes, in the
   step it resumes in.  Installation nests; the last uninstall puts back the very objects that
-  were in the classes' ``__dict__``.
+  were in the classes' ``__dict__``.  A semaphore's uncontended ``acquire`` and a ``release``
+  that wakes nobody are recorded finer, as commutative updates of its counter (see
+  :func:`_counted`), so that two of them do not order each other.
 * :class:`RecordingFuture` and :class:`RecordingTask`: the pure-Python future and task with their
   state changes (``set_result``, ``set_exception``, ``cancel``, completion,
   ``add_done_callback``) recorded as writes and their observations (``done()``, ``result()``,
@@ -35,7 +37,7 @@ from typing import Any
 from chaossloth import _core
 from chaossloth.capture import sites
 
-R, W = 1, 2
+R, W, ADD = 1, 2, _core.ADD
 #: or-ed into a kind: the object was created by the current step, so the engine can name it
 #: by the step that created it, the same in every execution (see CS_ID_CREATED)
 CREATED: int = _core.ID_CREATED
@@ -68,17 +70,28 @@ def _site(cls: type, name: str) -> int:
 
 class _Resuming:
     """Awaitable that drives a coroutine and records an access of `obj` before it starts and
-    each time it resumes (every resumption is a later step)."""
+    each time it resumes (every resumption is a later step).  With `started`, the coroutine has
+    already run to its first suspension (yielding `started`), recorded by the caller."""
 
-    __slots__ = ("coro", "kind", "obj", "site")
+    __slots__ = ("coro", "kind", "obj", "site", "started")
 
-    def __init__(self, coro: Any, obj: Any, kind: int, site: int) -> None:
+    def __init__(self, coro: Any, obj: Any, kind: int, site: int, started: Any = None) -> None:
         self.coro, self.obj, self.kind, self.site = coro, obj, kind, site
+        self.started = started
 
     def __await__(self) -> Generator[Any, Any, Any]:
         coro, obj, kind, site = self.coro, self.obj, self.kind, self.site
         send: Any = None
         throw: BaseException | None = None
+        if self.started is not None:
+            started, self.started = self.started, None
+            try:
+                send = yield started
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                throw = exc
         while True:
             _record(obj, kind, site)
             try:
@@ -99,7 +112,111 @@ class _Resuming:
                 send = None
 
 
+#: the keys of a semaphore's counter: its attribute (so that code reading ``sem._value``
+#: conflicts with every update), and one per direction of update
+_VALUE, _DEC, _INC, _WAITERS = "_value", "<acquired>", "<released>", "_waiters"
+
+
+def _waiting(sem: Any) -> tuple[int, int] | None:
+    """(waiters, pending waiters) of a semaphore, or None when its internals are not the ones
+    this module knows (then every operation is a write of the whole semaphore)."""
+    try:
+        ws = sem._waiters
+        if not ws:
+            return (0, 0)
+        return (len(ws), sum(1 for w in ws if w._state == "PENDING"))
+    except (AttributeError, TypeError):
+        return None
+
+
+#: the semaphore whose acquire or release is running its stock code now: its own calls of
+#: ``locked()`` are part of that operation, recorded by :func:`_counted`, not reads of their own
+_operating: Any = None
+
+
+def _counted(sem: Any, before: Any, waiting: Any, delta: int, site: int) -> None:
+    """Records a semaphore operation that ran: as a commutative update of its counter when it
+    changed the counter by exactly `delta` and left its waiters alone, else as a write of the
+    whole semaphore.
+
+    Why the updates commute: an acquire that succeeds without waiting (the counter was
+    positive, no waiter ahead of it) and then another such acquire leave the same state in
+    either order, and both still succeed in the other order (the second saw a positive
+    counter after the first's decrement, so the first alone finds one too); two releases that
+    wake nobody only add.  An acquire and a release do not commute (the acquire may have
+    needed the release's permit): each reads the other direction's key, which the other adds
+    to.  Both read the waiters (a waiting acquire or a resumption writes the whole semaphore).
+    Reads of the counter itself (``locked()``, ``sem._value``) conflict with both."""
+    value = getattr(sem, "_value", None)
+    if (type(before) is not int or type(value) is not int or value != before + delta
+            or waiting is None or _waiting(sem) != waiting):  # fmt: skip
+        _record(sem, W, site)
+        return
+    mine, other = (_DEC, _INC) if delta < 0 else (_INC, _DEC)
+    _record(sem, ADD, site, _VALUE)
+    _record(sem, ADD, site, mine)
+    _record(sem, R, site, other)
+    _record(sem, R, site, _WAITERS)
+
+
+def _wrap_semaphore_acquire(cls: type, orig: Any) -> Any:
+    site = _site(cls, "acquire")
+
+    @functools.wraps(orig)
+    async def acquire(self: Any, *args: Any, **kwargs: Any) -> Any:
+        global _operating
+        before, waiting = getattr(self, "_value", None), _waiting(self)
+        coro = orig(self, *args, **kwargs)
+        outer, _operating = _operating, self
+        try:
+            started = coro.send(None)
+        except StopIteration as stop:
+            _counted(self, before, waiting, -1, site)
+            return stop.value
+        except BaseException:
+            _record(self, W, site)
+            raise
+        finally:
+            _operating = outer
+        _record(self, W, site)  # it waits: the waiters change
+        return await _Resuming(coro, self, W, site, started)
+
+    return acquire
+
+
+def _wrap_semaphore_release(cls: type, orig: Any) -> Any:
+    site = _site(cls, "release")
+
+    @functools.wraps(orig)
+    def release(self: Any) -> Any:
+        global _operating
+        before, waiting = getattr(self, "_value", None), _waiting(self)
+        outer, _operating = _operating, self
+        try:
+            result = orig(self)
+        except BaseException:
+            _record(self, W, site)
+            raise
+        finally:
+            _operating = outer
+        _counted(self, before, waiting, +1, site)
+        return result
+
+    return release
+
+
+#: (class, method) -> a wrapper finer than _wrap's
+_SPECIAL: dict[tuple[type, str], Callable[[type, Any], Any]] = {
+    (asyncio.Semaphore, "acquire"): _wrap_semaphore_acquire,
+    (asyncio.Semaphore, "release"): _wrap_semaphore_release,
+    (asyncio.BoundedSemaphore, "release"): _wrap_semaphore_release,
+}
+
+
 def _wrap(cls: type, name: str, orig: Any, kind: int) -> Any:
+    special = _SPECIAL.get((cls, name))
+    if special is not None:
+        return special(cls, orig)
     site = _site(cls, name)
     if asyncio.iscoroutinefunction(orig):
 
@@ -111,7 +228,8 @@ def _wrap(cls: type, name: str, orig: Any, kind: int) -> Any:
 
     @functools.wraps(orig)
     def immediate(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _record(self, kind, site)
+        if self is not _operating:
+            _record(self, kind, site)
         return orig(self, *args, **kwargs)
 
     return immediate

@@ -1,0 +1,300 @@
+"""DPOR that knows asyncio's primitives: what commutes is not ordered, and nothing else changes.
+
+Two refinements of the dependency relation (issue 14), each checked here against brute force
+(the ``exhaustive`` strategy: every schedule) on fixed and on generated programs:
+
+* a semaphore's uncontended ``acquire`` and a ``release`` that wakes nobody are commutative
+  updates of its counter (``_core.ADD``), so two acquires with room do not order each other;
+* ``gather()``'s done-callbacks add to the count of finished children instead of writing the
+  whole closure, and what the completion schedules reads that count, enabling
+  (``CS_ENABLING``): N children take one order of their callbacks, not N!.
+
+The property is always the same: the set of outcomes DPOR reaches is the set brute force
+reaches, and the counts of executions show the reduction.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_dpor_asyncio import _COUNTER, _DIR, finals_by_strategy
+
+from chaossloth import _core, runner, scenario
+from chaossloth.capture import sync
+
+#: generated semaphore programs per run (each explored twice, brute force capped at 1,500)
+EXAMPLES = int(os.environ.get("CHAOSSLOTH_PRIMITIVE_EXAMPLES", "10"))
+
+
+def _final(r: runner.ExecutionResult, box: dict[str, Any]) -> Any:
+    failure = (r.failure.kind, r.failure.type_name) if r.failure else None
+    return (r.outcome, failure, box.get("final"))
+
+
+def _executions(source: str, strategy: str, budget: int = 20_000) -> runner.ExplorationResult:
+    path = _DIR / f"prim_{next(_COUNTER)}.py"
+    path.write_text(source)
+    module = scenario.load_module(path)
+    return runner.explore(
+        lambda: module.main({}),
+        strategy=strategy,
+        stop_on_failure=False,
+        detail_failure=False,
+        max_executions=budget,
+        max_steps=2000,
+    )
+
+
+GATHER_UPDATES = """
+import asyncio
+
+
+class Shared:
+    def __init__(self):
+        self.log = []
+
+
+async def child(s, k):
+    await asyncio.sleep(0)
+    s.log.append(k)
+
+
+async def main(box):
+    s = Shared()
+    await asyncio.gather(*[child(s, k) for k in range({n})])
+    box["final"] = tuple(s.log)
+"""
+
+
+def test_gather_callbacks_take_one_order() -> None:
+    """Three children that each append once: DPOR runs one execution per order of the appends
+    (3! = 6), not 6 more for the orders of gather's done-callbacks, and reaches exactly the
+    orders brute force reaches."""
+    source = GATHER_UPDATES.replace("{n}", "3")
+    seen = finals_by_strategy(source, _final)
+    assert seen["dpor"] == seen["exhaustive"]
+    assert len(seen["dpor"]) == 6
+    res = _executions(source, "dpor")
+    assert res.complete and res.executions == 6
+
+
+SEMAPHORE_JOBS = """
+import asyncio
+
+
+class Shared:
+    def __init__(self):
+        self.n = 0
+
+
+async def job(s, sem):
+    async with sem:
+        await asyncio.sleep(0)
+        s.n = s.n + 1
+
+
+async def main(box):
+    s = Shared()
+    sem = asyncio.Semaphore(2)
+    await asyncio.gather(*[job(s, sem) for _ in range({n})])
+    box["final"] = (s.n, sem._value)
+"""
+
+
+def test_four_jobs_behind_a_semaphore_complete_under_2000_executions() -> None:
+    """Issue 14's workload: it used to hit 20,000 executions without finishing."""
+    res = _executions(SEMAPHORE_JOBS.replace("{n}", "4"), "dpor")
+    assert res.complete
+    assert res.executions < 2000
+
+
+def test_three_jobs_behind_a_semaphore_reach_what_brute_force_reaches() -> None:
+    seen = finals_by_strategy(SEMAPHORE_JOBS.replace("{n}", "3"), _final)
+    assert seen["dpor"] == seen["exhaustive"] == {("ok", None, (3, 2))}
+
+
+VALUE_READER = """
+import asyncio
+
+
+async def holder(sem, seen):
+    async with sem:
+        await asyncio.sleep(0)
+        seen.append("in")
+
+
+async def reader(sem, seen):
+    seen.append(("value", sem._value, sem.locked()))
+
+
+async def main(box):
+    sem = asyncio.Semaphore({permits})
+    seen = []
+    await asyncio.gather(holder(sem, seen), holder(sem, seen), reader(sem, seen))
+    box["final"] = tuple(seen)
+"""
+
+
+@pytest.mark.parametrize("permits", [1, 2, 3])
+def test_reading_the_counter_orders_it_with_acquires_and_releases(permits: int) -> None:
+    """The commutative updates are recorded on the counter's own attribute, so code that reads
+    ``sem._value`` (or calls ``locked()``) is ordered with every acquire and release: DPOR must
+    see every value brute force sees."""
+    seen = finals_by_strategy(VALUE_READER.replace("{permits}", str(permits)), _final)
+    assert seen["dpor"] == seen["exhaustive"]
+    values = {v[1] for o in seen["dpor"] for v in o[2] if isinstance(v, tuple)}
+    assert len(values) > 1
+
+
+def test_semaphore_operations_are_recorded_by_what_they_did() -> None:
+    """Uncontended acquires and releases that wake nobody add; an acquire that waits, its
+    resumption and a release that wakes a waiter write the whole semaphore."""
+    calls: list[tuple[int, Any]] = []
+    real = sync._record
+
+    def spy(obj: Any, kind: int, site: int = 0, key: Any = None) -> None:
+        if type(obj).__name__ in ("Semaphore", "BoundedSemaphore"):
+            calls.append((kind, key))
+        real(obj, kind, site, key)
+
+    sync._record = spy
+    try:
+        res = _executions(SEMAPHORE_JOBS.replace("{n}", "3"), "fifo", budget=1)
+    finally:
+        sync._record = real
+    assert res.executions == 1
+    adds = [key for kind, key in calls if kind == _core.ADD]
+    writes = [key for kind, key in calls if kind == sync.W and key is None]
+    # two acquires with room and the releases that wake nobody add to the counter
+    assert set(adds) == {sync._VALUE, sync._DEC, sync._INC}
+    assert adds.count(sync._DEC) == 2
+    assert adds.count(sync._INC) >= 1
+    # the third job waits: its acquire, its resumption and the release that woke it write
+    assert len(writes) >= 3
+
+
+# ------------------------------------------------------------------ generated programs
+
+_OPS = st.sampled_from(["sleep", "log", "locked", "value", "release_extra"])
+_BODY = st.lists(st.sampled_from(["sleep", "log"]), min_size=0, max_size=2)
+_JOB = st.lists(
+    st.one_of(_OPS, st.tuples(st.just("with"), _BODY), st.just("cancel_waiter")),
+    min_size=1,
+    max_size=3,
+)
+
+
+def _job_source(i: int, ops: list[Any]) -> list[str]:
+    out = [f"async def job{i}(s, sem, seen):"]
+    for k, op in enumerate(ops):
+        if op == "sleep":
+            out.append("    await asyncio.sleep(0)")
+        elif op == "log":
+            out.append(f"    s.log.append({i * 10 + k})")
+        elif op == "locked":
+            out.append(f"    seen.append(({i}, sem.locked()))")
+        elif op == "value":
+            out.append(f"    seen.append(({i}, sem._value))")
+        elif op == "release_extra":
+            out.append("    try:")
+            out.append("        sem.release()")
+            out.append("    except ValueError:")
+            out.append(f"        seen.append(({i}, 'too many'))")
+        elif op == "cancel_waiter":
+            out.append("    t = asyncio.create_task(hold(sem))")
+            out.append("    await asyncio.sleep(0)")
+            out.append("    t.cancel()")
+            out.append("    try:")
+            out.append("        await t")
+            out.append("    except asyncio.CancelledError:")
+            out.append(f"        seen.append(({i}, 'cancelled'))")
+        else:
+            out.append("    async with sem:")
+            body = op[1] or ["sleep"]
+            for j, b in enumerate(body):
+                if b == "sleep":
+                    out.append("        await asyncio.sleep(0)")
+                else:
+                    out.append(f"        s.log.append({i * 10 + k + j})")
+    return out
+
+
+def _program(kind: str, permits: int, jobs: list[list[Any]]) -> str:
+    lines = [
+        "import asyncio",
+        "",
+        "",
+        "class Shared:",
+        "    def __init__(self):",
+        "        self.log = []",
+        "",
+        "",
+        "async def hold(sem):",
+        "    async with sem:",
+        "        await asyncio.sleep(0)",
+        "",
+        "",
+    ]
+    for i, ops in enumerate(jobs):
+        lines += _job_source(i, ops) + ["", ""]
+    calls = ", ".join(f"job{i}(s, sem, seen)" for i in range(len(jobs)))
+    lines += [
+        "async def main(box):",
+        "    s = Shared()",
+        f"    sem = asyncio.{kind}({permits})",
+        "    seen = []",
+        f"    await asyncio.gather({calls})",
+        "    box['final'] = (tuple(s.log), sem._value, tuple(seen))",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=os.environ.get("CHAOSSLOTH_SOUNDNESS_RANDOM") is None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(
+    kind=st.sampled_from(["Semaphore", "BoundedSemaphore"]),
+    permits=st.integers(1, 3),
+    jobs=st.lists(_JOB, min_size=2, max_size=3),
+)
+def test_generated_semaphore_programs_reach_what_brute_force_reaches(
+    kind: str, permits: int, jobs: list[list[Any]]
+) -> None:
+    source = _program(kind, permits, jobs)
+    path = _DIR / f"semgen_{next(_COUNTER)}.py"
+    path.write_text(source)
+    module = scenario.load_module(path)
+    seen: dict[str, set[Any]] = {}
+    for strategy in ("exhaustive", "dpor"):
+        box: dict[str, Any] = {}
+        got: set[Any] = set()
+
+        def factory(box: dict[str, Any] = box) -> Any:
+            box.clear()
+            return module.main(box)
+
+        def on_execution(
+            r: runner.ExecutionResult, box: dict[str, Any] = box, got: set[Any] = got
+        ) -> None:
+            if r.outcome != runner.ABORTED:
+                got.add(_final(r, box))
+
+        res = runner.explore(
+            factory,
+            strategy=strategy,
+            stop_on_failure=False,
+            detail_failure=False,
+            on_execution=on_execution,
+            max_steps=2000,
+            max_executions=1500,
+        )
+        assume(res.complete)
+        seen[strategy] = got
+    assert seen["dpor"] == seen["exhaustive"], source
