@@ -185,18 +185,18 @@ static PyObject *future_type;     /* asyncio.futures.Future */
 static PyObject *partial_type;    /* functools.partial */
 static PyObject *asyncio_dir;     /* ".../asyncio/" */
 
-/* asyncio's own closures that count finished children and complete one future (see
- * record_shared_state): the code object, and the index in its cells of that future. */
+/* asyncio's own closures that count finished children and complete one future with their
+ * results once every child is counted (see record_shared_state): the code object, and the
+ * index in its cells of that future.  Not wait()'s _on_completion: it may complete its future
+ * before every child is counted (FIRST_COMPLETED), so the callback that completes it is not
+ * interchangeable with the others. */
 typedef struct {
     const char *function, *closure, *future_cell;
-    int completes_at_end; /* completes its future with a result only once every child is
-                             counted (gather); else (wait(): FIRST_COMPLETED) possibly earlier */
     PyObject *code;
     Py_ssize_t cell;
 } counting_closure;
 static counting_closure counting_closures[] = {
-    {"gather", "_done_callback", "outer", 1, NULL, -1},
-    {"_wait", "_on_completion", "waiter", 0, NULL, -1},
+    {"gather", "_done_callback", "outer", NULL, -1},
 };
 static PyObject *s_coro, *s_cr_await, *s_cr_frame, *s_gi_frame, *s_gi_yieldfrom,
     *s_call_exception_handler, *s_get_name, *s_check_callback, *s_check_thread,
@@ -1281,7 +1281,18 @@ static int purge_cancelled(LoopCoreObject *self) {
     return 0;
 }
 
+/* Is the future done?  By its _state (both asyncio futures have one), which records nothing
+ * (a recording future's done() reads it as a whole, which would order the callbacks that
+ * only add); by done() otherwise. */
 static int future_is_done(PyObject *future) {
+    PyObject *state = PyObject_GetAttrString(future, "_state");
+    if (state && PyUnicode_Check(state)) {
+        int pending = PyUnicode_CompareWithASCIIString(state, "PENDING") == 0;
+        Py_DECREF(state);
+        return !pending;
+    }
+    Py_XDECREF(state);
+    PyErr_Clear();
     PyObject *done = PyObject_CallMethod(future, "done", NULL);
     if (!done) return -1;
     int truth = PyObject_IsTrue(done);
@@ -1298,7 +1309,7 @@ static int future_is_done(PyObject *future) {
  * handles of one closure or one receiver are thereby ordered; plain functions, whose state is
  * their arguments, stay independent.  Over-approximating is safe; missing this was not.
  *
- * Except gather()'s and wait()'s own counting closures (counting_closures), whose other cells
+ * Except gather()'s own counting closure (counting_closures), whose other cells
  * are read-only but a counter of finished children, which decides only whether the step
  * completes the closure's future.  Their steps access (future, "count") instead:
  *   - the future was done before: a read (the callback only looks);
@@ -1312,16 +1323,15 @@ static int future_is_done(PyObject *future) {
  *     awaiting task's wake-up, the future's other callbacks) waits for every add, not only the
  *     last one: those handles make an enabling read (CS_ENABLING) of (future, "count") when
  *     they run, which DPOR never reverses with an add;
- *   - completed otherwise (a child failed, the gather was cancelled, wait() returning before
- *     every child is counted): a write, ordered with every other callback.
+ *   - completed otherwise (a child failed, the gather was cancelled): a write, ordered with
+ *     every other callback.
  * A gather() callback's reads of the children (futures already done: their state no longer
  * changes, and each callback is scheduled by its own child's completion) are not recorded
  * (cs_hooks_quiet_reads): only the last callback reads every child, and which one is last
  * must not change what the steps record, else two of them would not swap as adds.
- * Returns the future (*future_out, a new reference), its done() before the step (*was_done)
- * and which closure it is (*which); record_counted_future records after the step. */
-static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, int *was_done,
-                               const counting_closure **which) {
+ * Returns the future (*future_out, a new reference) and its done() before the step
+ * (*was_done); record_counted_future records after the step. */
+static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, int *was_done) {
     PyObject *target = NULL;
     if (PyMethod_Check(cb)) {
         target = PyMethod_GET_SELF(cb);
@@ -1338,7 +1348,6 @@ static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, i
             if (done < 0) return -1;
             *future_out = Py_NewRef(future);
             *was_done = done;
-            *which = cc;
             return 0;
         }
         if (cells != NULL) target = cb;
@@ -1348,7 +1357,7 @@ static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, i
     } else if (depth < 4 && PyObject_TypeCheck(cb, (PyTypeObject *)partial_type)) {
         PyObject *fn = PyObject_GetAttrString(cb, "func");
         if (!fn) return -1;
-        int rc = record_shared_state(fn, depth + 1, future_out, was_done, which);
+        int rc = record_shared_state(fn, depth + 1, future_out, was_done);
         Py_DECREF(fn);
         return rc;
     }
@@ -1358,14 +1367,13 @@ static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, i
 
 /* After a counting closure's step: its access of (future, "count"), and the handles it
  * scheduled marked to read it, enabling, when the step completed the future by counting. */
-static int record_counted_future(LoopCoreObject *self, const counting_closure *which,
-                                 PyObject *future, int was_done) {
+static int record_counted_future(LoopCoreObject *self, PyObject *future, int was_done) {
     int kind = CS_READ;
     if (!was_done) {
         int done = future_is_done(future);
         if (done < 0) return -1;
-        kind = done && !which->completes_at_end ? CS_WRITE : CS_ADD;
-        if (done && kind == CS_ADD) {
+        kind = CS_ADD;
+        if (done) {
             /* with a result: by counting (the failure paths set an exception or cancel);
              * unreadable counts as failed */
             PyObject *exc = PyObject_GetAttrString(future, "_exception");
@@ -1404,7 +1412,6 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     self->steps++;
     PyObject *task = NULL, *counted = NULL;
     int rc = 0, was_done = 0;
-    const counting_closure *which = NULL;
     if (self->clock_dirty) {
         self->clock_dirty = 0;
         rc = record(self, CLOCK_OBJECT, CS_WRITE);
@@ -1414,17 +1421,17 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     if (rc == 0) {
         task = cs_compat_task_of_step(h->callback);
         Py_XINCREF(task);
-        if (!task) rc = record_shared_state(h->callback, 0, &counted, &was_done, &which);
+        if (!task) rc = record_shared_state(h->callback, 0, &counted, &was_done);
     }
     self->cur_task = Py_XNewRef(task);
     self->cur_polls = h->polls;
     if (rc == 0 && h->observes)
         rc = cs_hooks_record_key(h->observes, s_count, CS_READ | CS_ENABLING);
     if (rc == 0 && counted && !(self->counted = PyList_New(0))) rc = -1;
-    cs_hooks_quiet_reads = counted && which->completes_at_end;
+    cs_hooks_quiet_reads = counted != NULL;
     if (rc == 0) rc = cs_loop_run_handle(self, h);
     cs_hooks_quiet_reads = 0;
-    if (rc == 0 && counted) rc = record_counted_future(self, which, counted, was_done);
+    if (rc == 0 && counted) rc = record_counted_future(self, counted, was_done);
     Py_CLEAR(self->counted);
     Py_CLEAR(counted);
     if (rc == 0) rc = cs_hooks_sweep();

@@ -82,6 +82,41 @@ def test_gather_callbacks_take_one_order() -> None:
     assert res.complete and res.executions == 6
 
 
+WAIT_CHILDREN = """
+import asyncio
+
+
+class Shared:
+    def __init__(self):
+        self.log = []
+
+
+async def child(s, k):
+    await asyncio.sleep(0)
+    s.log.append(k)
+
+
+async def main(box):
+    s = Shared()
+    ts = [asyncio.create_task(child(s, k)) for k in range({n})]
+    done, pending = await asyncio.wait(ts, return_when=asyncio.{when})
+    box["final"] = (tuple(s.log), len(done))
+    await asyncio.gather(*pending)
+"""
+
+
+@pytest.mark.parametrize("when", ["ALL_COMPLETED", "FIRST_COMPLETED"])
+def test_wait_callbacks_reach_what_brute_force_reaches(when: str) -> None:
+    """wait()'s callbacks are not gather()'s: its future may complete before every child is
+    counted (FIRST_COMPLETED), so they stay ordered as one closure's; what wait() returns in
+    each order is what brute force sees, with no redundant (sleep-set blocked) execution."""
+    source = WAIT_CHILDREN.replace("{n}", "2").replace("{when}", when)
+    seen = finals_by_strategy(source, _final)
+    assert seen["dpor"] == seen["exhaustive"]
+    if when == "FIRST_COMPLETED":
+        assert {o[2][1] for o in seen["dpor"]} == {1, 2}
+
+
 SEMAPHORE_JOBS = """
 import asyncio
 
