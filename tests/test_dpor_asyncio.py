@@ -82,10 +82,15 @@ def outcomes(module: Any, strategy: str, **kw: Any) -> tuple[set[Any], runner.Ex
 
 
 def finals_by_strategy(
-    source: str, observe: Callable[[runner.ExecutionResult, dict[str, Any]], Any], **kw: Any
+    source: str,
+    observe: Callable[[runner.ExecutionResult, dict[str, Any]], Any],
+    cap: int | None = None,
+    **kw: Any,
 ) -> dict[str, set[Any]]:
     """Loads `source` (whose `main(box)` is the scenario), explores it with exhaustive and with
-    dpor to completion, and returns per strategy the set of observe(result, box) values."""
+    dpor to completion, and returns per strategy the set of observe(result, box) values.  With
+    `cap` (executions per exploration), an exploration that does not complete within it makes
+    the result empty (the caller assumes it away) instead of failing."""
     path = _DIR / f"case_{next(_COUNTER)}.py"
     path.write_text(source)
     module = scenario.load_module(path)
@@ -110,8 +115,11 @@ def finals_by_strategy(
             detail_failure=False,
             on_execution=on_execution,
             max_steps=2000,
+            max_executions=cap,
             **kw,
         )
+        if cap is not None and not res.complete:
+            return {}
         assert res.complete, strategy
         seen[strategy] = got
     return seen
