@@ -410,3 +410,48 @@ def test_callbacks_still_ready_when_the_main_task_ends_run() -> None:
 
     seen = finals_by_strategy(GATHER_SECOND_FAILURE, outcome)
     assert seen["dpor"] == seen["exhaustive"] == {("ok", None, "E1")}
+
+
+STRAY_STEP_AFTER_THE_END = """
+import asyncio
+
+
+class E1(Exception):
+    pass
+
+
+async def k1(d):
+    await asyncio.sleep(0.01)
+    d["b"] = 3
+
+
+async def k2():
+    await asyncio.sleep(0.01)
+    raise E1()
+
+
+async def w(box):
+    try:
+        await asyncio.gather(k1(box["d"]), k2())
+    except E1:
+        box["seen"] = "E1"
+
+
+async def main(box):
+    box["d"] = {}
+    await asyncio.create_task(w(box))
+"""
+
+
+def test_a_step_the_end_of_the_run_cuts_off_is_explored() -> None:
+    """Found by the machinery generator: k2 fails, the parent and the main task end, and the
+    run stops before k1's wake-up runs; k1 is then cancelled and never writes.  Stopping the
+    loop disables every step not already in the iteration, but nothing recorded it: DPOR saw
+    no race between k1's step and the stop and never explored that order.  The stop is now a
+    write of everything (loop.stop inside a step)."""
+
+    def observe(r: runner.ExecutionResult, box: dict[str, Any]) -> Any:
+        return (r.outcome, box.get("seen"), "b" in box["d"])
+
+    seen = finals_by_strategy(STRAY_STEP_AFTER_THE_END, observe)
+    assert seen["dpor"] == seen["exhaustive"] == {("ok", "E1", True), ("ok", "E1", False)}

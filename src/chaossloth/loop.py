@@ -348,6 +348,12 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
 
     def stop(self) -> None:
         """Stop after the current iteration (every callback already ready still runs)."""
+        # Stopping disables every step not already in this iteration: run_until_complete's
+        # caller then cancels the tasks still pending (outside any step, so unrecorded).
+        # Inside a step the stop is a write of everything (the global barrier), so that DPOR
+        # orders it with every concurrent step and explores the orders where that step came
+        # too late to run before the end; outside a step it records nothing.
+        _core.bar(None, 0)
         self._stopping = True
 
     def is_running(self) -> bool:
