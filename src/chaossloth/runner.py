@@ -626,6 +626,13 @@ def deviations_from_trace(trace: Sequence[Any]) -> int:
 # ------------------------------------------------------------------ one execution
 
 
+#: the engine's code of each outcome (Explorer.end)
+_OUTCOME_CODES = {
+    OK: _core.OUTCOME_OK,
+    FAILED: _core.OUTCOME_FAILED,
+    ABORTED: _core.OUTCOME_ABORTED,
+}
+
 #: the strategies whose executions may repeat a schedule, so that _Driver._judge reuses the
 #: oracle's verdict of an earlier execution with the same schedule
 CACHED_VERDICT_STRATEGIES = ("random", "pct", "pos")
@@ -723,10 +730,19 @@ class _Driver:
         sync.tracker = tasks
         try:
             with watched():
-                return self._run(index, detailed, tasks)
+                try:
+                    return self._run(index, detailed, tasks)
+                finally:
+                    # released before watched() ends, so that the collection that ends the
+                    # execution (collector.leave) finds its tasks, and through them its
+                    # loop, unreachable: collected there, with the rest of the execution's
+                    # garbage, not frozen into the next execution's start and left to the
+                    # periodic full collection (whose cost grew with the executions between
+                    # two of them)
+                    sync.tracker = None
+                    tasks.clear()
         finally:
             sync.tracker = None
-            tasks.clear()
 
     def _run(self, index: int, detailed: bool, tasks: list[Any]) -> ExecutionResult:
         ex = self.explorer
@@ -788,13 +804,8 @@ class _Driver:
             keep = self.keep_message
             if keep is None or keep(devs, len(steps)):
                 failure.message = str(unbuilt)
-        code = {
-            OK: _core.OUTCOME_OK,
-            FAILED: _core.OUTCOME_FAILED,
-            ABORTED: _core.OUTCOME_ABORTED,
-        }[outcome]
         try:
-            ex.end(code)
+            ex.end(_OUTCOME_CODES[outcome])
         except _core.DivergedError as exc:
             # replay: the program ended before the schedule was used up.
             outcome, failure, divergence = ABORTED, None, self._divergence(exc, loop)
@@ -802,6 +813,9 @@ class _Driver:
             loop.close()
         except Exception:  # noqa: BLE001, S110 - the execution's result matters, not the close
             pass
+        # the namer's closure holds the loop: without it, the loop is freed when its last
+        # reference goes, no cycle left for the collector
+        loop._cs_namer = None
         return ExecutionResult(
             outcome=outcome,
             failure=failure,
@@ -1062,7 +1076,9 @@ class _Driver:
         self, loop: Any, detailed: bool, sched: list[int]
     ) -> tuple[list[Step], list[tuple[int | None, int]], list[Any] | None, Any, int]:
         ex = self.explorer
-        self._learn_actors(loop, set(sched))
+        actors = set(sched)
+        if not actors <= self.names.kinds.keys():  # _learn_actors' own test, as one C call
+            self._learn_actors(loop, actors)
         steps = self._steps(sched)
         n_actors = max(sched, default=-1) + 1
         known = self._paths
@@ -1079,7 +1095,8 @@ class _Driver:
         paths = list(known)
         # the loop records, per step, the index of its choice in the enabled list (0: the
         # default order's step); every other choice is a deviation
-        devs = sum(1 for c in loop._cs_choices if c)
+        choices = loop._cs_choices  # a list of ints: the non-zero ones counted in C
+        devs = len(choices) - choices.count(0)
         if not detailed:
             return steps, paths, None, None, devs
         trace = ex.trace()
