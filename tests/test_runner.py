@@ -689,3 +689,65 @@ def test_workload_calls_get_their_own_copy_of_mutable_arguments(tmp_path: Path) 
     assert obj.seed == [0]
     # each call appended to its own fresh copy of [1]
     assert results == [(True, [1, 1]), (True, [1, 1])]
+
+
+def test_sampling_builds_the_messages_of_the_failures_it_keeps_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chaossloth import serial
+
+    built = [0]
+    real = serial.SerialOracle.message
+
+    def counting(self: serial.SerialOracle, obj: Any, results: Any) -> str:
+        built[0] += 1
+        return real(self, obj, results)
+
+    monkeypatch.setattr(serial.SerialOracle, "message", counting)
+    prog = scenario.load_workload(_write(tmp_path, "srv.py", SERVER), "Server", "handle", 3, "", "")
+    res = runner.explore(
+        prog.factory,
+        strategy="random",
+        seed=5,
+        max_executions=200,
+        stop_on_failure=False,
+        detail_failure=False,
+        oracle=prog.oracle,
+    )
+    assert res.failing_executions > 20
+    for kept in (res.first_failure, res.minimal_failure):
+        assert kept is not None and kept.failure is not None
+        assert kept.failure.message.startswith("not serializable"), kept.failure.message
+    assert 1 <= built[0] < res.failing_executions
+
+
+def test_a_cached_verdict_gets_its_message_from_the_execution_that_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """A verdict stored before its message was built (its execution was not kept) is judged
+    again, on the value of the execution with the same schedule that needs the message."""
+    from chaossloth import _core
+    from chaossloth.config import DEFAULTS
+
+    prog = _lost_update_server(tmp_path)
+    res = runner.explore(
+        prog.factory,
+        strategy="random",
+        seed=3,
+        max_executions=60,
+        detail_failure=False,
+        oracle=prog.oracle,
+    )
+    failing = res.first_failure
+    assert failing is not None and failing.failure is not None
+    ex = _core.Explorer("random", seed=0, max_executions=1)
+    driver = runner._Driver(prog.factory, ex, DEFAULTS, prog.oracle)
+    first, build = driver._judge(failing.schedule, failing.value)
+    assert first is not None and first.message == runner.UNBUILT_MESSAGE and build is not None
+    # not kept: build() never called; the same schedule again, kept this time
+    second, build = driver._judge(failing.schedule, failing.value)
+    assert second is not None and second.message == runner.UNBUILT_MESSAGE and build is not None
+    message = build()
+    assert message == failing.failure.message and message.startswith("not serializable")
+    third, build = driver._judge(failing.schedule, failing.value)
+    assert build is None and third is not None and third.message == message

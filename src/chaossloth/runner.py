@@ -791,19 +791,19 @@ class _Driver:
                 undo()
                 asyncio.set_event_loop(old_loop)
         sched = ex.schedule()
-        unbuilt: Any = None
+        build: Callable[[], str] | None = None
         if failure is None and not aborted and self.oracle is not None:
-            failure, unbuilt = self._judge(sched, value)
+            failure, build = self._judge(sched, value)
         outcome = ABORTED if aborted else (FAILED if failure is not None else OK)
         timers_pending = loop._cs_timer_count
         steps, paths, trace, sites, devs = self._record(loop, detailed, sched)
-        if unbuilt is not None and failure is not None:
+        if build is not None and failure is not None:
             # built here, still inside the execution (the verdict describes objects that the
             # next execution's reset may change), for a failure the caller keeps only:
             # _record reads the loop's tables and the names, nothing the program can see
             keep = self.keep_message
             if keep is None or keep(devs, len(steps)):
-                failure.message = str(unbuilt)
+                failure.message = build()
         try:
             ex.end(_OUTCOME_CODES[outcome])
         except _core.DivergedError as exc:
@@ -1028,49 +1028,68 @@ class _Driver:
             out.append(st)
         return out
 
-    def _judge(self, sched: list[int], value: Any) -> tuple[Failure | None, Any]:
+    def _judge(
+        self, sched: list[int], value: Any
+    ) -> tuple[Failure | None, Callable[[], str] | None]:
         """The oracle's verdict on the execution's value; for the sampling strategies, the
         verdict of an earlier execution that ran the same schedule when there is one.  Returns
-        (failure, unbuilt): `unbuilt` is a serial.NotSerializable whose message the failure
-        does not carry yet (its message is UNBUILT_MESSAGE until _run builds it), else None.
+        (failure, build): when `build` is not None the failure's message is UNBUILT_MESSAGE,
+        and build() returns it (_run calls it, inside the execution, for the failures that are
+        kept).
 
         Why reusing a verdict is sound: the schedule is the whole order of the execution's
         steps under this explorer's actor table (not a summary of the captured accesses, as
         the trace fingerprint is), and the runner's premise is that a schedule determines the
         execution (a replay reproduces it; a program that does otherwise is nondeterministic,
         an input error stages 1 and 3 check).  So the same schedule returns the same value and
-        the oracle, a function of that value, gives the same verdict.  Only the verdict is
-        reused: every other check (exceptions, unretrieved ones, deadlock, the step budget)
-        runs in every execution.  DPOR and exhaustive never repeat a schedule, and replay runs
-        one, so only random, pct and pos ever hit (at K = 2 on the seed workload, 3,000 random
-        executions run 40 distinct schedules).  A cached verdict carries its message (built
-        once, when it is stored)."""
+        the oracle, a function of that value, gives the same verdict, with the same message.
+        Only the verdict is reused: every other check (exceptions, unretrieved ones, deadlock,
+        the step budget) runs in every execution.  DPOR and exhaustive never repeat a schedule,
+        and replay runs one, so only random, pct and pos ever hit (at K = 2 on the seed
+        workload, 3,000 random executions run 40 distinct schedules).  A cached verdict whose
+        message was not built gets it from the execution that first needs it: the oracle run
+        again on that execution's value (the same value), the message stored with the verdict
+        (built once)."""
         cache = self._verdicts
+        oracle: Callable[[Any], Any] = self.oracle  # type: ignore[assignment]
         if cache is None:
-            return _run_oracle(self.oracle, value, lazy=True)  # type: ignore[arg-type]
+            fail, verdict = _run_oracle(oracle, value, lazy=True)
+            return fail, (verdict.__str__ if verdict is not None else None)
         key = tuple(sched)
+        verdict = None
         if key in cache:
             known = cache[key]
         else:
-            known, _ = _run_oracle(self.oracle, value)  # type: ignore[arg-type]
+            known, verdict = _run_oracle(oracle, value, lazy=True)
             if self._verdict_steps + len(key) <= VERDICT_CACHE_STEPS:
                 cache[key] = known
                 self._verdict_steps += len(key)
         if known is None:
             return None, None
+        build: Callable[[], str] | None = None
+        if known.message is UNBUILT_MESSAGE:
+            stored = known
+
+            def build() -> str:
+                if verdict is not None:
+                    message = str(verdict)
+                else:  # a hit on a verdict stored unbuilt: judged again, this value
+                    again, _ = _run_oracle(oracle, value)
+                    message = again.message if again is not None else UNBUILT_MESSAGE
+                stored.message = message
+                return message
+
         # a copy with its own details (a caller may add to them); the constructor, not
         # dataclasses.replace, which looks the fields up on every call
-        return (
-            Failure(
-                known.kind,
-                known.type_name,
-                known.message,
-                known.traceback,
-                known.task,
-                dict(known.details),
-            ),
-            None,
+        copy = Failure(
+            known.kind,
+            known.type_name,
+            known.message,
+            known.traceback,
+            known.task,
+            dict(known.details),
         )
+        return copy, build
 
     def _record(
         self, loop: Any, detailed: bool, sched: list[int]
