@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from chaossloth.capture import install, load_file, uninstall
+from chaossloth.capture import importer, install, load_file, uninstall
 from chaossloth.errors import InputError
 
 
@@ -60,3 +61,97 @@ def test_finder_by_module_name(tmp_path: Path) -> None:
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m.startswith("user_pkg_c")]:
             del sys.modules[name]
+
+
+RESET_MODULE = """\
+BIG = 10 ** 30
+LOG = []
+NAME = "x"
+
+
+class Conf:
+    LIMIT = 10 ** 20
+    ITEMS = [1, 2]
+
+    def method(self):
+        return self.LIMIT
+"""
+
+
+@pytest.fixture
+def reset_module(tmp_path: Path) -> Any:
+    f = tmp_path / "user_reset_mod.py"
+    f.write_text(RESET_MODULE)
+    importer.begin_program()
+    try:
+        mod = load_file(f)
+        yield mod
+    finally:
+        importer.end_program()
+        sys.modules.pop(mod.__name__, None)
+
+
+def test_reset_puts_back_the_identical_objects_every_time(reset_module: Any) -> None:
+    """Rebinding to an equal but distinct object, adding, deleting and re-adding names (which
+    reorders the namespace), in place changes of containers: each reset puts back the very
+    objects of the initial state, including after a reset that had to rebind (the snapshot
+    of the initial state taken again) and after resets with nothing to rebind."""
+    mod = reset_module
+    big, log, conf = mod.BIG, mod.LOG, mod.Conf
+    limit, items, method = conf.LIMIT, conf.ITEMS, conf.__dict__["method"]
+    names = list(vars(mod))
+
+    def check() -> None:
+        assert mod.BIG is big and mod.LOG is log and mod.Conf is conf
+        assert log == [] and items == [1, 2]
+        assert conf.LIMIT is limit and conf.ITEMS is items and conf.__dict__["method"] is method
+        assert sorted(vars(mod)) == sorted(names)
+        assert not hasattr(conf, "EXTRA")
+
+    changes = [
+        lambda: setattr(mod, "BIG", int(str(10**30))),  # equal, not identical
+        lambda: log.append(1),  # in place only
+        lambda: setattr(mod, "ADDED", 1),
+        lambda: (delattr(mod, "NAME"), setattr(mod, "NAME", "x")),  # reordered
+        lambda: None,  # nothing at all
+        lambda: setattr(conf, "LIMIT", int(str(10**20))),
+        lambda: setattr(conf, "EXTRA", 1),
+        lambda: (delattr(conf, "method"), setattr(conf, "method", method)),
+        lambda: items.append(3),
+        lambda: setattr(mod, "LOG", [9]),
+        lambda: None,
+        lambda: setattr(mod, "BIG", 0),
+    ]
+    for change in changes:
+        change()
+        importer.reset_modules()
+        check()
+        importer.reset_modules()  # a reset of the reset state changes nothing
+        check()
+
+
+def test_reset_skips_the_rebinding_pass_when_nothing_was_rebound(
+    reset_module: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot comparison decides: the full pass (restore) runs only when a name was
+    rebound, added or removed; containers are put back in either case."""
+    full: list[str] = []
+    real = importer._Namespace.restore
+
+    def counting(self: Any, ns: Any, setter: Any = None, deleter: Any = None) -> None:
+        full.append("class" if setter is not None else "globals")
+        real(self, ns, setter, deleter)
+
+    monkeypatch.setattr(importer._Namespace, "restore", counting)
+    importer.reset_modules()
+    reset_module.LOG.append(1)
+    importer.reset_modules()
+    assert full == [] and reset_module.LOG == []
+    reset_module.Conf.LIMIT = 3
+    importer.reset_modules()
+    assert full == ["class"] and reset_module.Conf.LIMIT == 10**20
+    reset_module.ADDED = 1
+    importer.reset_modules()
+    assert full == ["class", "globals"] and not hasattr(reset_module, "ADDED")
+    importer.reset_modules()
+    assert full == ["class", "globals"]

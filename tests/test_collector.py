@@ -10,6 +10,8 @@ import gc
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pytest
+
 from chaossloth import collector, runner, scenario
 
 
@@ -96,3 +98,56 @@ def test_a_cycle_through_a_held_container_is_collectable_in_an_execution(tmp_pat
     program = scenario.load_scenario(path, "main")
     result = runner.explore(program.factory, strategy="random", max_executions=3, seed=2)
     assert result.executions == 3 and not result.failed, result.first_failure
+
+
+def test_settle_reaches_the_target_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the free list of lists holds, settle leaves the young count exactly at the
+    target with that free list drained, and no automatic collection runs in it.  The second
+    settle of each case starts with that free list empty: every list it makes counts."""
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    for target in (1, 2, 3, 4, 29, 150):
+        for free in (0, 40, 200):
+            monkeypatch.setattr(collector._Stock, "young_count", target)
+            counts = []
+            gc.freeze()
+            try:
+                junk = [[] for _ in range(free)]
+                del junk  # up to the free list's size goes back to it
+                gc.callbacks.append(seen)
+                try:
+                    first = collector.settle()
+                    counts.append(gc.get_count()[0])
+                    second = collector.settle()
+                    counts.append(gc.get_count()[0])
+                finally:
+                    gc.callbacks.remove(seen)
+                fresh = [[] for _ in range(3)]  # the free list is empty: each one counts
+                after = gc.get_count()[0]
+            finally:
+                gc.unfreeze()
+            assert counts == [target, target], (target, free, counts)
+            assert collections == [0, 0], (target, free, collections)  # settle's own only
+            assert after >= target + 3, (target, free, after)
+            collections.clear()
+            del first, second, fresh
+
+
+def test_watched_unfreezes_the_collector_when_the_reset_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chaossloth.capture import importer
+
+    def broken() -> None:
+        raise RuntimeError("reset failed")
+
+    monkeypatch.setattr(importer, "reset_modules", broken)
+    before = gc.get_freeze_count()
+    with pytest.raises(RuntimeError, match="reset failed"), runner.watched():
+        raise AssertionError("the body must not run")
+    assert gc.get_freeze_count() == before == 0
+    assert runner._ModuleTable.active is None

@@ -569,3 +569,185 @@ def test_workload_input_errors(tmp_path: Path) -> None:
 
 def _unused(*_: Any) -> None:  # keeps linters quiet about typing-only imports
     pass
+
+
+# ------------------------------------------------------------------ per-execution cost cuts
+
+
+def test_an_exploration_builds_the_messages_of_the_failures_it_keeps_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chaossloth import serial
+
+    built = [0]
+    real = serial.SerialOracle.message
+
+    def counting(self: serial.SerialOracle, obj: Any, results: Any) -> str:
+        built[0] += 1
+        return real(self, obj, results)
+
+    monkeypatch.setattr(serial.SerialOracle, "message", counting)
+    prog = scenario.load_workload(_write(tmp_path, "srv.py", SERVER), "Server", "handle", 3, "", "")
+    res = runner.explore(
+        prog.factory,
+        strategy="dpor",
+        stop_on_failure=False,
+        detail_failure=False,
+        oracle=prog.oracle,
+    )
+    assert res.complete and res.failing_executions > 2
+    first, best = res.first_failure, res.minimal_failure
+    assert first is not None and best is not None
+    for kept in (first, best):
+        assert kept.failure is not None
+        assert kept.failure.message.startswith("not serializable"), kept.failure.message
+        assert kept.failure.message != runner.UNBUILT_MESSAGE
+    # built for the first failure and each better one, never for every failing execution
+    assert 1 <= built[0] < res.failing_executions
+
+
+def test_every_failure_handed_to_on_execution_has_its_message(tmp_path: Path) -> None:
+    prog = _lost_update_server(tmp_path)
+    calls, seen = _judged(prog, "dpor")
+    messages = [msg for _, msg in seen if msg is not None]
+    assert messages and calls == len(seen)
+    assert all(m.startswith("not serializable") for m in messages), messages
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_the_loop_of_an_execution_follows_asyncios_debug_setting(
+    monkeypatch: pytest.MonkeyPatch, debug: bool
+) -> None:
+    if debug:
+        monkeypatch.setenv("PYTHONASYNCIODEBUG", "1")
+    else:
+        monkeypatch.delenv("PYTHONASYNCIODEBUG", raising=False)
+
+    async def main() -> bool:
+        return asyncio.get_running_loop().get_debug()
+
+    assert runner.run_once(main).value is debug
+    seen: list[Any] = []
+    runner.explore(
+        main, strategy="random", max_executions=3, on_execution=lambda r: seen.append(r.value)
+    )
+    assert seen == [debug] * 3
+
+
+class _Colour(__import__("enum").Enum):
+    RED = 1
+
+
+class _OwnCopy(__import__("enum").Enum):
+    BLUE = 2
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
+
+
+@pytest.mark.parametrize(
+    ("value", "shared"),
+    [
+        ((), True),
+        (("audit", 1, 2.5, None, True, b"x", 1j), True),
+        ((("nested", (3,)), _Colour.RED), True),
+        (([],), False),
+        (({"a": 1},), False),
+        ((("a", [1]),), False),
+        ((_OwnCopy.BLUE,), False),  # its own __deepcopy__: copied as it says
+        ((type("Int", (int,), {})(3),), False),  # a subclass may copy otherwise
+    ],
+)
+def test_workload_arguments_are_shared_only_when_a_deep_copy_is_the_same_object(
+    value: tuple[Any, ...], shared: bool
+) -> None:
+    import copy
+
+    assert scenario._copy_is_identity(value) is shared
+    if shared:
+        assert copy.deepcopy(value) is value
+
+
+def test_workload_calls_get_their_own_copy_of_mutable_arguments(tmp_path: Path) -> None:
+    src = """\
+    import asyncio
+
+    class Box:
+        def __init__(self, seed):
+            self.seed = seed
+
+        async def add(self, items):
+            items.append(len(items))
+            await asyncio.sleep(0)
+            return (id(items) != id(self.seed), list(items))
+    """
+    prog = scenario.load_workload(
+        _write(tmp_path, "box.py", src), "Box", "add", 2, "([1],)", "([0],)"
+    )
+    r = runner.run_once(prog.factory)
+    obj, results = r.value
+    assert obj.seed == [0]
+    # each call appended to its own fresh copy of [1]
+    assert results == [(True, [1, 1]), (True, [1, 1])]
+
+
+def test_sampling_builds_the_messages_of_the_failures_it_keeps_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chaossloth import serial
+
+    built = [0]
+    real = serial.SerialOracle.message
+
+    def counting(self: serial.SerialOracle, obj: Any, results: Any) -> str:
+        built[0] += 1
+        return real(self, obj, results)
+
+    monkeypatch.setattr(serial.SerialOracle, "message", counting)
+    prog = scenario.load_workload(_write(tmp_path, "srv.py", SERVER), "Server", "handle", 3, "", "")
+    res = runner.explore(
+        prog.factory,
+        strategy="random",
+        seed=5,
+        max_executions=200,
+        stop_on_failure=False,
+        detail_failure=False,
+        oracle=prog.oracle,
+    )
+    assert res.failing_executions > 20
+    for kept in (res.first_failure, res.minimal_failure):
+        assert kept is not None and kept.failure is not None
+        assert kept.failure.message.startswith("not serializable"), kept.failure.message
+    assert 1 <= built[0] < res.failing_executions
+
+
+def test_a_cached_verdict_gets_its_message_from_the_execution_that_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """A verdict stored before its message was built (its execution was not kept) is judged
+    again, on the value of the execution with the same schedule that needs the message."""
+    from chaossloth import _core
+    from chaossloth.config import DEFAULTS
+
+    prog = _lost_update_server(tmp_path)
+    res = runner.explore(
+        prog.factory,
+        strategy="random",
+        seed=3,
+        max_executions=60,
+        detail_failure=False,
+        oracle=prog.oracle,
+    )
+    failing = res.first_failure
+    assert failing is not None and failing.failure is not None
+    ex = _core.Explorer("random", seed=0, max_executions=1)
+    driver = runner._Driver(prog.factory, ex, DEFAULTS, prog.oracle)
+    first, build = driver._judge(failing.schedule, failing.value)
+    assert first is not None and first.message == runner.UNBUILT_MESSAGE and build is not None
+    # not kept: build() never called; the same schedule again, kept this time
+    second, build = driver._judge(failing.schedule, failing.value)
+    assert second is not None and second.message == runner.UNBUILT_MESSAGE and build is not None
+    message = build()
+    assert message == failing.failure.message and message.startswith("not serializable")
+    third, build = driver._judge(failing.schedule, failing.value)
+    assert build is None and third is not None and third.message == message

@@ -84,13 +84,27 @@ def stock_young_count() -> int:
 def settle() -> list[Any]:
     """Right before the program's first step: collects the youngest generation and allocates
     (into the list returned, to hold until the execution ends) until its count is
-    :func:`stock_young_count`.  Inside :func:`isolated` only."""
+    :func:`stock_young_count`.  Inside :func:`isolated` only.
+
+    What it leaves, as one list at a time would: the youngest generation's count exactly at
+    the target, and the free list of lists empty (a list taken from it is no allocation for
+    the count, so the count rises only once it is drained).  The lists are made in batches,
+    fewer Python-level iterations: a batch of n - 2 lists when n >= 3 are missing, which with
+    the list holding them (and, before 3.12, the comprehension's function object, freed when
+    the batch is made) never takes the count above the target, even for a moment; one list at
+    a time for the last two."""
     target = _Stock.young_count or 0
     gc.collect(0)
     ballast: list[Any] = []
-    while gc.get_count()[0] < target:
-        ballast.append([])  # one tracked allocation each (some may come from a free list)
-    return ballast
+    get_count = gc.get_count
+    while True:
+        missing = target - get_count()[0]
+        if missing <= 0:
+            return ballast
+        if missing < 3:
+            ballast.append([])
+        else:
+            ballast.append([[] for _ in range(missing - 2)])
 
 
 class _FullCollections:
@@ -102,34 +116,41 @@ def _ignore_unraisable(_unraisable: Any) -> None:
     return None
 
 
-@contextlib.contextmanager
-def _unraisable_ignored() -> Iterator[None]:
+def _full_collection_due(now: float) -> bool:
+    return now - _FullCollections.last_end >= _FULL_COLLECTION_SHARE * _FullCollections.last_cost
+
+
+def enter() -> None:
+    """The start of one execution's view of the cycle collector (see the module's docstring);
+    :func:`leave` ends it.  ``with isolated():`` is the pair."""
+    stock_young_count()
+    gc.freeze()
+    _core.hooks_keeper_young()
+
+
+def leave() -> None:
+    """The end of one execution's view of the cycle collector (after :func:`enter`): its
+    garbage collected with unraisable exceptions ignored, the frozen objects handed back, and
+    the amortized full collection when it is due."""
     hook = sys.unraisablehook
     sys.unraisablehook = _ignore_unraisable
     try:
-        yield
+        gc.collect()
+        gc.unfreeze()
+        now = time.perf_counter()
+        if _full_collection_due(now):
+            gc.collect()
+            end = time.perf_counter()
+            _FullCollections.last_end, _FullCollections.last_cost = end, end - now
     finally:
         sys.unraisablehook = hook
-
-
-def _full_collection_due(now: float) -> bool:
-    return now - _FullCollections.last_end >= _FULL_COLLECTION_SHARE * _FullCollections.last_cost
 
 
 @contextlib.contextmanager
 def isolated() -> Iterator[None]:
     """One execution's view of the cycle collector (see the module's docstring)."""
-    stock_young_count()
-    gc.freeze()
-    _core.hooks_keeper_young()
+    enter()
     try:
         yield
     finally:
-        with _unraisable_ignored():
-            gc.collect()
-            gc.unfreeze()
-            now = time.perf_counter()
-            if _full_collection_due(now):
-                gc.collect()
-                end = time.perf_counter()
-                _FullCollections.last_end, _FullCollections.last_cost = end, end - now
+        leave()

@@ -40,11 +40,11 @@ import time
 import traceback
 from array import array
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaossloth import _core, collector, compat
+from chaossloth import _core, collector, compat, serial
 from chaossloth import errors as _errors
 from chaossloth.capture import importer, sync
 from chaossloth.config import DEFAULT_TIME_LIMIT, DEFAULTS, SENTINEL_MIN_EXECUTIONS, Config
@@ -262,27 +262,43 @@ def set_execution_limit(seconds: float | None, *, hard_stop: bool = False) -> No
         _watchdog_thread.start()
 
 
-@contextlib.contextmanager
-def watched() -> Iterator[None]:
+class _Watched:
+    """The context manager :func:`watched` returns (a class, not a generator: it runs around
+    every execution).  Entering: the collector's isolation (collector.enter), the modules'
+    reset, the module table, the watchdog's marks; leaving: the same undone in reverse."""
+
+    __slots__ = ("table",)
+
+    def __enter__(self) -> None:
+        collector.enter()
+        try:
+            importer.reset_modules()
+            self.table = _ModuleTable.active = _ModuleTable()
+        except BaseException:
+            collector.leave()
+            raise
+        _Interrupts.watchdog = False
+        _Interrupts.serial += 1
+        _Interrupts.started = time.monotonic()
+        _Interrupts.in_execution = True
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            _Interrupts.in_execution = False
+            _ModuleTable.active = None
+            self.table.restore()
+        finally:
+            collector.leave()
+
+
+def watched() -> contextlib.AbstractContextManager[None]:
     """One run of the program, contained: it starts from the instrumented modules' initial
     state (importer.reset_modules), the watchdog's (set_execution_limit) time limit applies to
     it, and the sys.modules entries it replaced or removed are put back when it ends
     (_ModuleTable).  Every execution of the runner, and the stock-loop runs of stage 4.  The
     cycle collector starts each one in the same state and finalizes no earlier garbage in it
-    (collector.isolated)."""
-    with collector.isolated():
-        importer.reset_modules()
-        table = _ModuleTable.active = _ModuleTable()
-        _Interrupts.watchdog = False
-        _Interrupts.serial += 1
-        _Interrupts.started = time.monotonic()
-        _Interrupts.in_execution = True
-        try:
-            yield
-        finally:
-            _Interrupts.in_execution = False
-            _ModuleTable.active = None
-            table.restore()
+    (collector.enter/leave, what collector.isolated does)."""
+    return _Watched()
 
 
 def restart_watchdog() -> None:
@@ -400,7 +416,10 @@ class _ModuleTable:
 
     def restore(self) -> None:
         mods = sys.modules
-        if self.saved.items() <= mods.items():  # the common case, checked in C
+        saved = self.saved
+        # the common cases, checked in C: the table as it was (equal sizes: `==` compares the
+        # same pairs as `<=` would, without making a tuple per entry), or modules added
+        if (len(saved) == len(mods) and saved == mods) or saved.items() <= mods.items():
             return
         for name, mod in self.saved.items():
             if mods.get(name) is not mod:
@@ -607,6 +626,13 @@ def deviations_from_trace(trace: Sequence[Any]) -> int:
 # ------------------------------------------------------------------ one execution
 
 
+#: the engine's code of each outcome (Explorer.end)
+_OUTCOME_CODES = {
+    OK: _core.OUTCOME_OK,
+    FAILED: _core.OUTCOME_FAILED,
+    ABORTED: _core.OUTCOME_ABORTED,
+}
+
 #: the strategies whose executions may repeat a schedule, so that _Driver._judge reuses the
 #: oracle's verdict of an earlier execution with the same schedule
 CACHED_VERDICT_STRATEGIES = ("random", "pct", "pos")
@@ -643,11 +669,20 @@ class _Driver:
         #: the explorer's actor table so far: interning only ever appends (an actor's path
         #: never changes), so each execution reads only the actors interned since the last
         self._paths: list[tuple[int | None, int]] = []
+        #: whether a failing execution's serializability message is built: called with the
+        #: execution's (deviations, steps) inside the execution (where the message must be
+        #: built: serial.NotSerializable), True when the caller keeps that failure; None:
+        #: always built (run_once, and explorations whose every result is handed out)
+        self.keep_message: Callable[[int, int], bool] | None = None
+        #: the loops' debug mode, asyncio's rule (dev mode, PYTHONASYNCIODEBUG) read once for
+        #: the driver's executions rather than once per loop: every execution starts with the
+        #: same value, whatever an earlier one did to os.environ
+        self._debug = bool(asyncio.coroutines._is_debug_mode())
 
     # -- loop setup ------------------------------------------------------------------------
 
     def _new_loop(self) -> Any:
-        loop = ControlledLoop(timers=self.config.timers)
+        loop = ControlledLoop(timers=self.config.timers, debug=self._debug)
         loop._cs_future_class = sync.RecordingFuture
         loop._cs_task_class = _tracking_task_class(sync.RecordingTask)
         loop._cs_namer = lambda actor: self._live_name(loop, actor)
@@ -695,10 +730,19 @@ class _Driver:
         sync.tracker = tasks
         try:
             with watched():
-                return self._run(index, detailed, tasks)
+                try:
+                    return self._run(index, detailed, tasks)
+                finally:
+                    # released before watched() ends, so that the collection that ends the
+                    # execution (collector.leave) finds its tasks, and through them its
+                    # loop, unreachable: collected there, with the rest of the execution's
+                    # garbage, not frozen into the next execution's start and left to the
+                    # periodic full collection (whose cost grew with the executions between
+                    # two of them)
+                    sync.tracker = None
+                    tasks.clear()
         finally:
             sync.tracker = None
-            tasks.clear()
 
     def _run(self, index: int, detailed: bool, tasks: list[Any]) -> ExecutionResult:
         ex = self.explorer
@@ -747,18 +791,21 @@ class _Driver:
                 undo()
                 asyncio.set_event_loop(old_loop)
         sched = ex.schedule()
+        build: Callable[[], str] | None = None
         if failure is None and not aborted and self.oracle is not None:
-            failure = self._judge(sched, value)
+            failure, build = self._judge(sched, value)
         outcome = ABORTED if aborted else (FAILED if failure is not None else OK)
         timers_pending = loop._cs_timer_count
         steps, paths, trace, sites, devs = self._record(loop, detailed, sched)
-        code = {
-            OK: _core.OUTCOME_OK,
-            FAILED: _core.OUTCOME_FAILED,
-            ABORTED: _core.OUTCOME_ABORTED,
-        }[outcome]
+        if build is not None and failure is not None:
+            # built here, still inside the execution (the verdict describes objects that the
+            # next execution's reset may change), for a failure the caller keeps only:
+            # _record reads the loop's tables and the names, nothing the program can see
+            keep = self.keep_message
+            if keep is None or keep(devs, len(steps)):
+                failure.message = build()
         try:
-            ex.end(code)
+            ex.end(_OUTCOME_CODES[outcome])
         except _core.DivergedError as exc:
             # replay: the program ended before the schedule was used up.
             outcome, failure, divergence = ABORTED, None, self._divergence(exc, loop)
@@ -766,6 +813,9 @@ class _Driver:
             loop.close()
         except Exception:  # noqa: BLE001, S110 - the execution's result matters, not the close
             pass
+        # the namer's closure holds the loop: without it, the loop is freed when its last
+        # reference goes, no cycle left for the collector
+        loop._cs_namer = None
         return ExecutionResult(
             outcome=outcome,
             failure=failure,
@@ -978,38 +1028,76 @@ class _Driver:
             out.append(st)
         return out
 
-    def _judge(self, sched: list[int], value: Any) -> Failure | None:
+    def _judge(
+        self, sched: list[int], value: Any
+    ) -> tuple[Failure | None, Callable[[], str] | None]:
         """The oracle's verdict on the execution's value; for the sampling strategies, the
-        verdict of an earlier execution that ran the same schedule when there is one.
+        verdict of an earlier execution that ran the same schedule when there is one.  Returns
+        (failure, build): when `build` is not None the failure's message is UNBUILT_MESSAGE,
+        and build() returns it (_run calls it, inside the execution, for the failures that are
+        kept).
 
-        Why that is sound: the schedule is the whole order of the execution's steps under this
-        explorer's actor table (not a summary of the captured accesses, as the trace
-        fingerprint is), and the runner's premise is that a schedule determines the execution
-        (a replay reproduces it; a program that does otherwise is nondeterministic, an input
-        error stages 1 and 3 check).  So the same schedule returns the same value and the
-        oracle, a function of that value, gives the same verdict.  Only the verdict is reused:
-        every other check (exceptions, unretrieved ones, deadlock, the step budget) runs in
-        every execution.  DPOR and exhaustive never repeat a schedule, and replay runs one, so
-        only random, pct and pos ever hit (at K = 2 on the seed workload, 3,000 random
-        executions run 40 distinct schedules)."""
+        Why reusing a verdict is sound: the schedule is the whole order of the execution's
+        steps under this explorer's actor table (not a summary of the captured accesses, as
+        the trace fingerprint is), and the runner's premise is that a schedule determines the
+        execution (a replay reproduces it; a program that does otherwise is nondeterministic,
+        an input error stages 1 and 3 check).  So the same schedule returns the same value and
+        the oracle, a function of that value, gives the same verdict, with the same message.
+        Only the verdict is reused: every other check (exceptions, unretrieved ones, deadlock,
+        the step budget) runs in every execution.  DPOR and exhaustive never repeat a schedule,
+        and replay runs one, so only random, pct and pos ever hit (at K = 2 on the seed
+        workload, 3,000 random executions run 40 distinct schedules).  A cached verdict whose
+        message was not built gets it from the execution that first needs it: the oracle run
+        again on that execution's value (the same value), the message stored with the verdict
+        (built once)."""
         cache = self._verdicts
+        oracle: Callable[[Any], Any] = self.oracle  # type: ignore[assignment]
         if cache is None:
-            return _run_oracle(self.oracle, value)  # type: ignore[arg-type]
+            fail, verdict = _run_oracle(oracle, value, lazy=True)
+            return fail, (verdict.__str__ if verdict is not None else None)
         key = tuple(sched)
+        verdict = None
         if key in cache:
             known = cache[key]
         else:
-            known = _run_oracle(self.oracle, value)  # type: ignore[arg-type]
+            known, verdict = _run_oracle(oracle, value, lazy=True)
             if self._verdict_steps + len(key) <= VERDICT_CACHE_STEPS:
                 cache[key] = known
                 self._verdict_steps += len(key)
-        return None if known is None else replace(known, details=dict(known.details))
+        if known is None:
+            return None, None
+        build: Callable[[], str] | None = None
+        if known.message is UNBUILT_MESSAGE:
+            stored = known
+
+            def build() -> str:
+                if verdict is not None:
+                    message = str(verdict)
+                else:  # a hit on a verdict stored unbuilt: judged again, this value
+                    again, _ = _run_oracle(oracle, value)
+                    message = again.message if again is not None else UNBUILT_MESSAGE
+                stored.message = message
+                return message
+
+        # a copy with its own details (a caller may add to them); the constructor, not
+        # dataclasses.replace, which looks the fields up on every call
+        copy = Failure(
+            known.kind,
+            known.type_name,
+            known.message,
+            known.traceback,
+            known.task,
+            dict(known.details),
+        )
+        return copy, build
 
     def _record(
         self, loop: Any, detailed: bool, sched: list[int]
     ) -> tuple[list[Step], list[tuple[int | None, int]], list[Any] | None, Any, int]:
         ex = self.explorer
-        self._learn_actors(loop, set(sched))
+        actors = set(sched)
+        if not actors <= self.names.kinds.keys():  # _learn_actors' own test, as one C call
+            self._learn_actors(loop, actors)
         steps = self._steps(sched)
         n_actors = max(sched, default=-1) + 1
         known = self._paths
@@ -1026,7 +1114,8 @@ class _Driver:
         paths = list(known)
         # the loop records, per step, the index of its choice in the enabled list (0: the
         # default order's step); every other choice is a deviation
-        devs = sum(1 for c in loop._cs_choices if c)
+        choices = loop._cs_choices  # a list of ints: the non-zero ones counted in C
+        devs = len(choices) - choices.count(0)
         if not detailed:
             return steps, paths, None, None, devs
         trace = ex.trace()
@@ -1047,20 +1136,35 @@ def site_text(file: str, line: int) -> str:
     return linecache.getline(file, line).strip()
 
 
-def _run_oracle(oracle: Callable[[Any], Any], value: Any) -> Failure | None:
+#: the message of a serializability failure whose message was not built (an exploration's
+#: failing execution that it does not keep: _Driver.keep_message)
+UNBUILT_MESSAGE = "not serializable (the message is built for the failures an exploration keeps)"
+
+
+def _run_oracle(
+    oracle: Callable[[Any], Any], value: Any, *, lazy: bool = False
+) -> tuple[Failure | None, Any]:
+    """(the oracle's failure or None, unbuilt): with `lazy`, a serial.NotSerializable verdict
+    gives a failure with UNBUILT_MESSAGE and the verdict as `unbuilt` (its message is built
+    on demand: _Driver._run); else `unbuilt` is None."""
     try:
         verdict = oracle(value)
     except AssertionError as exc:
-        return Failure("oracle", "AssertionError", exception_message(exc), _user_traceback(exc))
+        return (
+            Failure("oracle", "AssertionError", exception_message(exc), _user_traceback(exc)),
+            None,
+        )
     except _errors.InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - the oracle broke on this value: a failure to report
-        return Failure("oracle", type(exc).__name__, str(exc), _user_traceback(exc))
+        return Failure("oracle", type(exc).__name__, str(exc), _user_traceback(exc)), None
     if verdict is None or verdict is True:
-        return None
+        return None, None
     if verdict is False:
-        return Failure("oracle", "OracleFailure", "the oracle rejected the final state")
-    return Failure("oracle", "NotSerializable", str(verdict))
+        return Failure("oracle", "OracleFailure", "the oracle rejected the final state"), None
+    if lazy and isinstance(verdict, serial.NotSerializable):
+        return Failure("oracle", "NotSerializable", UNBUILT_MESSAGE), verdict
+    return Failure("oracle", "NotSerializable", str(verdict)), None
 
 
 # ------------------------------------------------------------------ nondeterminism
@@ -1283,6 +1387,18 @@ def _explore_loop(
     watchdog stops them."""
     last_progress = 0.0
     board = _Shard.board
+    if on_execution is None:
+        # only the first and the minimal failure are kept (below): the other failing
+        # executions' serializability messages are never read, so they are not built
+        def keep(devs: int, n_steps: int) -> bool:
+            best = result.minimal_failure
+            return (
+                result.first_failure is None
+                or best is None
+                or (devs, n_steps) < (best.deviations, len(best.steps))
+            )
+
+        driver.keep_message = keep
     while ex.begin() if board is None else _shard_goes_on(ex, index):
         r = driver.run(index, detailed=False)
         if _Interrupts.watchdog:

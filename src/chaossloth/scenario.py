@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import enum
 import hashlib
 import inspect
 import os
@@ -356,9 +357,20 @@ class Workload:
     args: tuple[Any, ...]
     init_args: tuple[Any, ...]
 
+    def __post_init__(self) -> None:
+        #: the argument tuples a deep copy gives back unchanged (see _copy_is_identity): then
+        #: the tuple itself is passed, the very objects a deep copy would give
+        self._init_shared = _copy_is_identity(self.init_args)
+        self._args_shared = _copy_is_identity(self.args)
+
     def construct(self) -> Any:
         """A fresh object, from a fresh copy of the constructor's arguments."""
-        return self.cls_obj(*copy.deepcopy(self.init_args))
+        init_args = self.init_args if self._init_shared else copy.deepcopy(self.init_args)
+        return self.cls_obj(*init_args)
+
+    def call_args(self) -> tuple[Any, ...]:
+        """A fresh copy of one call's arguments."""
+        return self.args if self._args_shared else copy.deepcopy(self.args)
 
     async def concurrent(self) -> tuple[Any, list[Any]]:
         """The scenario: the calls run as K tasks (children of the scenario's task); a call
@@ -366,7 +378,7 @@ class Workload:
         obj = self.construct()
         bound = getattr(obj, self.method)
         results = await asyncio.gather(
-            *(bound(*copy.deepcopy(self.args)) for _ in range(self.tasks)),
+            *(bound(*self.call_args()) for _ in range(self.tasks)),
             return_exceptions=True,
         )
         return obj, list(results)
@@ -386,6 +398,28 @@ class Workload:
                 raise InputError(f"{self.cls}.{self.method}: {exc}") from None
 
         return check
+
+
+#: the types whose deep copy is the object itself (copy's ``_deepcopy_atomic``: the same on
+#: 3.11 to 3.13), exactly these types (a subclass may define __deepcopy__)
+_ATOMIC = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def _copy_is_identity(value: Any) -> bool:
+    """``copy.deepcopy(value) is value``, always, decided from the types alone: an atomic
+    value (_ATOMIC), an Enum member whose copy is Enum's own (``__deepcopy__`` returns the
+    member), or an exact tuple of such values (deepcopy returns a tuple itself when each of
+    its items copies to itself).  False when unsure (the caller copies)."""
+    t = type(value)
+    if t in _ATOMIC:
+        return True
+    if t is tuple:
+        return all(_copy_is_identity(v) for v in value)
+    return (
+        isinstance(value, enum.Enum)
+        and getattr(t, "__deepcopy__", None) is enum.Enum.__deepcopy__
+        and "__deepcopy__" not in getattr(value, "__dict__", {})
+    )
 
 
 def _run_plain(coro: Coroutine[Any, Any, Any]) -> Any:

@@ -38,6 +38,7 @@ import tomllib
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import is_ as _is
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -660,23 +661,79 @@ def _put_back(value: Any, saved: Any) -> None:
         value.update(fresh)
 
 
-@dataclass
 class _Namespace:
     """The initial state of one namespace (a module's globals, or a class defined there):
-    its bindings, and a deep copy of the contents of each plain container bound in it."""
+    its bindings, and a deep copy of the contents of each plain container bound in it.
 
-    bindings: dict[str, Any]
-    contents: dict[str, Any]
+    :meth:`unchanged` compares the namespace with a snapshot of it taken when it was known to
+    be in its initial state (every entry, dunder names included, in the namespace's order):
+    when each entry is the very same key object bound to the very same value object
+    (identity, never ``==``, which user code may define), nothing was rebound, added or
+    removed since, so :meth:`restore`'s rebinding would change nothing and only the
+    containers' contents (changed in place, unseen by the snapshot) are put back
+    (:meth:`put_back_contents`, in the order restore puts them back)."""
+
+    __slots__ = ("_containers", "_keys", "_public_only", "_values", "bindings", "contents")
+
+    def __init__(
+        self, bindings: dict[str, Any], contents: dict[str, Any], public_only: bool = False
+    ) -> None:
+        self.bindings = bindings
+        self.contents = contents
+        #: (initial object, its saved contents) in the bindings' order (restore's order)
+        self._containers = [(bindings[k], saved) for k, saved in contents.items()]
+        #: the snapshot of the whole namespace in its initial state, or None (none taken)
+        self._keys: tuple[Any, ...] | None = None
+        self._values: tuple[Any, ...] = ()
+        #: the bindings leave out the dunder names (a class's attributes)
+        self._public_only = public_only
 
     @classmethod
-    def of(cls, ns: dict[str, Any] | Any, where: str = "") -> _Namespace:
+    def of(
+        cls, ns: dict[str, Any] | Any, where: str = "", *, public_only: bool = False
+    ) -> _Namespace:
         items = dict(ns)
+        if public_only:
+            items = {k: v for k, v in items.items() if not k.startswith("__")}
         contents = {}
         for k, v in items.items():
             # dunder names are the interpreter's (__builtins__ is the builtins' own dict)
             if type(v) in _CONTAINERS and not (k.startswith("__") and k.endswith("__")):
                 contents[k] = _copy_contents(v, f"{where}.{k}" if where else k)
-        return cls(items, contents)
+        out = cls(items, contents, public_only)
+        out.snapshot(ns)
+        return out
+
+    def snapshot(self, ns: Any) -> None:
+        """Takes the snapshot of `ns` (the live namespace) if its bindings are exactly the
+        initial ones (each name bound to the identical object and no other name, dunder names
+        aside for a class), else drops it (then :meth:`unchanged` is False)."""
+        bindings = self.bindings
+        public_only = self._public_only
+        names = [k for k in ns if not (public_only and k.startswith("__"))]
+        if len(names) == len(bindings) and all(
+            k in bindings and ns[k] is bindings[k] for k in names
+        ):
+            self._keys, self._values = tuple(ns), tuple(ns.values())
+        else:
+            self._keys, self._values = None, ()
+
+    def unchanged(self, ns: Any) -> bool:
+        """Every entry of `ns` (the live namespace) is, in order, the identical key bound to
+        the identical value of the snapshot."""
+        keys = self._keys
+        return (
+            keys is not None
+            and len(ns) == len(keys)
+            and all(map(_is, ns, keys))
+            and all(map(_is, ns.values(), self._values))
+        )
+
+    def put_back_contents(self) -> None:
+        """The containers' contents put back (restore's second half, when nothing was
+        rebound)."""
+        for value, saved in self._containers:
+            _put_back(value, saved)
 
     def restore(self, ns: dict[str, Any], setter: Any = None, deleter: Any = None) -> None:
         for k in [k for k in ns if k not in self.bindings]:
@@ -736,10 +793,7 @@ def record_initial_state(module: ModuleType) -> None:
     classes = [
         (
             v,
-            _Namespace.of(
-                {k: a for k, a in vars(v).items() if not k.startswith("__")},
-                f"{name}.{v.__qualname__}",
-            ),
+            _Namespace.of(vars(v), f"{name}.{v.__qualname__}", public_only=True),
         )
         for v in list(ns.values())
         if isinstance(v, type) and v.__module__ == name
@@ -766,11 +820,24 @@ def reset_modules() -> None:
         module = state.module()
         if module is None or sys.modules.get(module.__name__) is not module:
             continue
-        state.globals.restore(vars(module))
-        for klass, ns in state.classes:
-            current = {k: a for k, a in vars(klass).items() if not k.startswith("__")}
-            ns.restore(
+        # the common case (nothing rebound, added or removed: _Namespace.unchanged) skips
+        # the rebinding pass; the full pass runs exactly as before otherwise, then the
+        # snapshot is taken again from the state it left
+        ns = vars(module)
+        if state.globals.unchanged(ns):
+            state.globals.put_back_contents()
+        else:
+            state.globals.restore(ns)
+            state.globals.snapshot(ns)
+        for klass, cns in state.classes:
+            attrs = vars(klass)
+            if cns.unchanged(attrs):
+                cns.put_back_contents()
+                continue
+            current = {k: a for k, a in attrs.items() if not k.startswith("__")}
+            cns.restore(
                 current,
                 setter=lambda k, v, klass=klass: setattr(klass, k, v),
                 deleter=lambda k, klass=klass: delattr(klass, k),
             )
+            cns.snapshot(vars(klass))
