@@ -574,9 +574,8 @@ def _unused(*_: Any) -> None:  # keeps linters quiet about typing-only imports
 # ------------------------------------------------------------------ per-execution cost cuts
 
 
-def test_an_exploration_builds_the_messages_of_the_failures_it_keeps_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _counting_messages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], Any]:
+    """The Server workload with the serializability oracle's message builder counted."""
     from chaossloth import serial
 
     built = [0]
@@ -588,6 +587,13 @@ def test_an_exploration_builds_the_messages_of_the_failures_it_keeps_only(
 
     monkeypatch.setattr(serial.SerialOracle, "message", counting)
     prog = scenario.load_workload(_write(tmp_path, "srv.py", SERVER), "Server", "handle", 3, "", "")
+    return built, prog
+
+
+def test_an_exploration_builds_the_messages_of_the_failures_it_keeps_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built, prog = _counting_messages(tmp_path, monkeypatch)
     res = runner.explore(
         prog.factory,
         strategy="dpor",
@@ -694,17 +700,7 @@ def test_workload_calls_get_their_own_copy_of_mutable_arguments(tmp_path: Path) 
 def test_sampling_builds_the_messages_of_the_failures_it_keeps_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from chaossloth import serial
-
-    built = [0]
-    real = serial.SerialOracle.message
-
-    def counting(self: serial.SerialOracle, obj: Any, results: Any) -> str:
-        built[0] += 1
-        return real(self, obj, results)
-
-    monkeypatch.setattr(serial.SerialOracle, "message", counting)
-    prog = scenario.load_workload(_write(tmp_path, "srv.py", SERVER), "Server", "handle", 3, "", "")
+    built, prog = _counting_messages(tmp_path, monkeypatch)
     res = runner.explore(
         prog.factory,
         strategy="random",
