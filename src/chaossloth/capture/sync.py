@@ -11,8 +11,8 @@ Two parts:
   ``wait`` on a set event), and an awaiting method records again each time it resumes, in the
   step it resumes in.  Installation nests; the last uninstall puts back the very objects that
   were in the classes' ``__dict__``.  A semaphore's uncontended ``acquire`` and a ``release``
-  that wakes nobody are recorded finer, as commutative updates of its counter (see
-  :func:`_counted`), so that two of them do not order each other.
+  that wakes nobody are recorded finer, on its counter (see :func:`_counted`), so that two
+  releases of a plain Semaphore that wake nobody do not order each other.
 * :class:`RecordingFuture` and :class:`RecordingTask`: the pure-Python future and task with their
   state changes (``set_result``, ``set_exception``, ``cancel``, completion,
   ``add_done_callback``) recorded as writes and their observations (``done()``, ``result()``,
@@ -135,27 +135,34 @@ _operating: Any = None
 
 
 def _counted(sem: Any, before: Any, waiting: Any, delta: int, site: int) -> None:
-    """Records a semaphore operation that ran: as a commutative update of its counter when it
-    changed the counter by exactly `delta` and left its waiters alone, else as a write of the
-    whole semaphore.
+    """Records a semaphore operation that ran.  A release of a plain Semaphore that added one
+    to the counter and woke nobody is a commutative update of the counter; an acquire that
+    took one without waiting updates it too but orders every other acquire; anything else is
+    a write of the whole semaphore.
 
-    Why the updates commute: an acquire that succeeds without waiting (the counter was
-    positive, no waiter ahead of it) and then another such acquire leave the same state in
-    either order, and both still succeed in the other order (the second saw a positive
-    counter after the first's decrement, so the first alone finds one too); two releases that
-    wake nobody only add.  An acquire and a release do not commute (the acquire may have
-    needed the release's permit): each reads the other direction's key, which the other adds
-    to.  Both read the waiters (a waiting acquire or a resumption writes the whole semaphore).
-    Reads of the counter itself (``locked()``, ``sem._value``) conflict with both."""
+    Why releases that wake nobody commute: each only adds one, and running one never turns
+    another into something else (a release never makes a waiter), in any state where both can
+    run, so DPOR may treat them as independent even across branches.  Acquires do not commute
+    with each other: two acquires that each find room alone may not both find it (with one
+    permit left the second waits).  A BoundedSemaphore's releases do not either (the second
+    may exceed the bound).  An acquire and a release do not commute (the acquire may have
+    needed the release's permit): the acquire writes its key, which the release reads, and
+    reads the release's key, to which the release adds.  Both read the waiters (a waiting
+    acquire or a resumption writes the whole semaphore).  Reads of the counter itself
+    (``locked()``, ``sem._value``) conflict with both."""
     value = getattr(sem, "_value", None)
     if (type(before) is not int or type(value) is not int or value != before + delta
-            or waiting is None or _waiting(sem) != waiting):  # fmt: skip
+            or waiting is None or _waiting(sem) != waiting
+            or (delta > 0 and isinstance(sem, asyncio.BoundedSemaphore))):  # fmt: skip
         _record(sem, W, site)
         return
-    mine, other = (_DEC, _INC) if delta < 0 else (_INC, _DEC)
     _record(sem, ADD, site, _VALUE)
-    _record(sem, ADD, site, mine)
-    _record(sem, R, site, other)
+    if delta < 0:
+        _record(sem, W, site, _DEC)
+        _record(sem, R, site, _INC)
+    else:
+        _record(sem, ADD, site, _INC)
+        _record(sem, R, site, _DEC)
     _record(sem, R, site, _WAITERS)
 
 
