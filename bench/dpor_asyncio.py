@@ -22,10 +22,9 @@ and one of them changes it.  The distinct orders are its Mazurkiewicz traces: ev
 interleaving the model allows, identified by the order of the conflicting operations of each
 object.  It is what a DPOR that treats each primitive operation as one access of the primitive
 would explore at best.  ChaosSloth goes below it where operations commute: a semaphore's
-acquires with room and its releases that wake nobody are commutative updates of its counter
-(capture/sync.py), and gather()'s done-callbacks count their children without ordering each
-other (ext/loop.c, record_shared_state), so DPOR can need fewer executions than the model has
-orders.  Issue 14's goal: DPOR within 2x of it.  Usage:
+releases that wake nobody are commutative updates of its counter (capture/sync.py), and
+gather()'s done-callbacks count their children without ordering each other (ext/loop.c,
+record_shared_state), so DPOR can need fewer executions than the model has orders.  Issue 14's goal: DPOR within 2x of it.  Usage:
     python bench/dpor_asyncio.py [--budget N]
 """
 
