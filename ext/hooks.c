@@ -991,7 +991,6 @@ int cs_hooks_record_object(PyObject *obj, int kind) {
     return record(obj, CS_KEY_WHOLE, kind, NULL, NULL, NULL);
 }
 
-
 /* A module's attributes are its globals: record them on its __dict__ so that
  * `mod.x` and a `global x` inside mod name the same resource. */
 static PyObject *holder_of(PyObject *obj) {
@@ -2934,10 +2933,9 @@ static PyObject *h_record(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t
         return NULL;
     }
     if (!hooks_ex) Py_RETURN_NONE;
-    if (cs_hooks_quiet_reads && PyLong_Check(a[1]) && PyLong_AsLong(a[1]) == CS_READ)
-        Py_RETURN_NONE;
     long kind = PyLong_AsLong(a[1]);
     if (kind == -1 && PyErr_Occurred()) return NULL;
+    if (cs_hooks_quiet_reads && kind == CS_READ) Py_RETURN_NONE;
     long base = kind & CS_KIND_MASK;
     if (base < CS_READ || base > CS_ADD || (kind & ~(long)(CS_KIND_MASK | CS_ID_CREATED))) {
         PyErr_SetString(PyExc_ValueError,

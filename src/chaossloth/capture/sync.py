@@ -68,6 +68,10 @@ def _site(cls: type, name: str) -> int:
                           f"asyncio.{cls.__name__}", "sync")  # fmt: skip
 
 
+#: _Resuming's `started` when the coroutine has not run yet (a first suspension may yield None)
+_NOT_STARTED: Any = object()
+
+
 class _Resuming:
     """Awaitable that drives a coroutine and records an access of `obj` before it starts and
     each time it resumes (every resumption is a later step).  With `started`, the coroutine has
@@ -75,7 +79,9 @@ class _Resuming:
 
     __slots__ = ("coro", "kind", "obj", "site", "started")
 
-    def __init__(self, coro: Any, obj: Any, kind: int, site: int, started: Any = None) -> None:
+    def __init__(
+        self, coro: Any, obj: Any, kind: int, site: int, started: Any = _NOT_STARTED
+    ) -> None:
         self.coro, self.obj, self.kind, self.site = coro, obj, kind, site
         self.started = started
 
@@ -83,8 +89,8 @@ class _Resuming:
         coro, obj, kind, site = self.coro, self.obj, self.kind, self.site
         send: Any = None
         throw: BaseException | None = None
-        if self.started is not None:
-            started, self.started = self.started, None
+        if self.started is not _NOT_STARTED:
+            started, self.started = self.started, _NOT_STARTED
             try:
                 send = yield started
             except GeneratorExit:
