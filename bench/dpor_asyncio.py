@@ -165,11 +165,11 @@ def op(
 
 
 def model_semaphore() -> tuple[dict[str, int], list[list[Op]]]:
-    # acquire (blocked while no permit), the counter's read-modify-write (one step), release
+    # acquire (blocked while no permit), then one step: the counter's read-modify-write and
+    # the release (``async with`` releases in the step that leaves the block)
     job = [
         op(writes=("sem",), guard=_positive("permits"), effect=_add("permits", -1)),
-        op(writes=("n",)),
-        op(writes=("sem",), effect=_add("permits", 1)),
+        op(writes=("n", "sem"), effect=_add("permits", 1)),
     ]
     return {"permits": 2}, [list(job) for _ in range(4)]
 

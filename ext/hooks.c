@@ -1100,10 +1100,17 @@ static PyObject *named(PyObject *value, const path *p) {
  * records its own accesses precisely, so the call site records only the
  * attribute lookup. */
 static PyObject *instrumented_files; /* set of co_filename; NULL = none */
+/* Functions that record their own accesses although their code is not
+ * instrumented: capture/sync.py's wrappers of asyncio's primitives (they
+ * record the primitive's state precisely and never mutate their arguments).
+ * NULL = none. */
+static PyObject *self_recording;
 
 static int is_instrumented_callable(PyObject *f) {
     if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
-    if (!PyFunction_Check(f) || !instrumented_files) return 0;
+    if (!PyFunction_Check(f)) return 0;
+    if (self_recording && PySet_Contains(self_recording, f) == 1) return 1;
+    if (!instrumented_files) return 0;
     PyObject *code = PyFunction_GET_CODE(f);
     PyObject *fn = cs_compat_code_filename(code);
     return PySet_Contains(instrumented_files, fn) == 1;
@@ -3032,6 +3039,16 @@ static PyObject *h_set_files(PyObject *Py_UNUSED(m), PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* set_self_recording(set): the functions that record their own accesses. */
+static PyObject *h_set_self_recording(PyObject *Py_UNUSED(m), PyObject *arg) {
+    if (arg != Py_None && !PyAnySet_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "expected a set or None");
+        return NULL;
+    }
+    Py_XSETREF(self_recording, arg == Py_None ? NULL : Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
 /* hooks_object_id(obj) -> the canonical id obj has in this execution, or
  * None if no hook has seen it. */
 static PyObject *h_object_id(PyObject *Py_UNUSED(m), PyObject *obj) {
@@ -3117,6 +3134,8 @@ static PyMethodDef hook_methods[] = {
      "The canonical id an object has in this execution (None if unseen)."},
     {"set_instrumented_files", h_set_files, METH_O,
      "Filenames whose functions record their own accesses."},
+    {"set_self_recording", h_set_self_recording, METH_O,
+     "Functions (not instrumented) that record their own accesses."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,6 +15,7 @@ reaches, and the counts of executions show the reduction.
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
@@ -33,6 +34,13 @@ EXAMPLES = int(os.environ.get("CHAOSSLOTH_PRIMITIVE_EXAMPLES", "10"))
 def _final(r: runner.ExecutionResult, box: dict[str, Any]) -> Any:
     failure = (r.failure.kind, r.failure.type_name) if r.failure else None
     return (r.outcome, failure, box.get("final"))
+
+
+def _reached(source: str, cap: int | None = None) -> dict[str, set[Any]]:
+    """Per strategy, the finals its executions reached; an execution DPOR cut short as
+    redundant (sleep-set blocked) reaches no final."""
+    seen = finals_by_strategy(source, _final, cap=cap)
+    return {k: {o for o in v if o[0] != runner.ABORTED} for k, v in seen.items()}
 
 
 def _executions(source: str, strategy: str, budget: int = 20_000) -> runner.ExplorationResult:
@@ -75,7 +83,7 @@ def test_gather_callbacks_take_one_order() -> None:
     (3! = 6), not 6 more for the orders of gather's done-callbacks, and reaches exactly the
     orders brute force reaches."""
     source = GATHER_UPDATES.replace("{n}", "3")
-    seen = finals_by_strategy(source, _final)
+    seen = _reached(source)
     assert seen["dpor"] == seen["exhaustive"]
     assert len(seen["dpor"]) == 6
     res = _executions(source, "dpor")
@@ -111,7 +119,7 @@ def test_wait_callbacks_reach_what_brute_force_reaches(when: str) -> None:
     counted (FIRST_COMPLETED), so they stay ordered as one closure's; what wait() returns in
     each order is what brute force sees, with no redundant (sleep-set blocked) execution."""
     source = WAIT_CHILDREN.replace("{n}", "2").replace("{when}", when)
-    seen = finals_by_strategy(source, _final)
+    seen = _reached(source)
     assert seen["dpor"] == seen["exhaustive"]
     if when == "FIRST_COMPLETED":
         assert {o[2][1] for o in seen["dpor"]} == {1, 2}
@@ -148,7 +156,7 @@ def test_four_jobs_behind_a_semaphore_complete() -> None:
 
 
 def test_three_jobs_behind_a_semaphore_reach_what_brute_force_reaches() -> None:
-    seen = finals_by_strategy(SEMAPHORE_JOBS.replace("{n}", "3"), _final)
+    seen = _reached(SEMAPHORE_JOBS.replace("{n}", "3"))
     assert seen["dpor"] == seen["exhaustive"] == {("ok", None, (3, 2))}
 
 
@@ -174,7 +182,7 @@ def test_an_acquire_that_finds_room_can_make_the_next_one_wait() -> None:
     """Found by the generated programs: two acquires that each find room alone do not commute
     (with one permit the second waits), so acquires order each other; whichever job takes the
     permit first sees it still locked on leaving (the other one was woken)."""
-    seen = finals_by_strategy(ONE_PERMIT, _final)
+    seen = _reached(ONE_PERMIT)
     assert seen["dpor"] == seen["exhaustive"]
     saw_locked = {k for o in seen["dpor"] for k, locked in o[2] if locked}
     assert saw_locked == {0, 1}
@@ -205,7 +213,7 @@ def test_a_bounded_semaphores_releases_order_each_other() -> None:
     """Two releases of a BoundedSemaphore with one permit out: whichever runs second exceeds
     the bound (its releases never count as commuting: a second may exceed the bound), and DPOR
     sees both orders."""
-    seen = finals_by_strategy(OVER_RELEASE, _final)
+    seen = _reached(OVER_RELEASE)
     assert seen["dpor"] == seen["exhaustive"]
     assert len(seen["dpor"]) == 2
 
@@ -237,15 +245,18 @@ def test_reading_the_counter_orders_it_with_acquires_and_releases(permits: int) 
     """The commutative updates are recorded on the counter's own attribute, so code that reads
     ``sem._value`` (or calls ``locked()``) is ordered with every acquire and release: DPOR must
     see every value brute force sees."""
-    seen = finals_by_strategy(VALUE_READER.replace("{permits}", str(permits)), _final)
+    seen = _reached(VALUE_READER.replace("{permits}", str(permits)))
     assert seen["dpor"] == seen["exhaustive"]
     values = {v[1] for o in seen["dpor"] for v in o[2] if isinstance(v, tuple)}
     assert len(values) > 1
 
 
 def test_semaphore_operations_are_recorded_by_what_they_did() -> None:
-    """Uncontended acquires and releases that wake nobody add; an acquire that waits, its
-    resumption and a release that wakes a waiter write the whole semaphore."""
+    """Three jobs behind two permits, in FIFO order: the two acquires that find room write the
+    permits they take (2, then 1); the third job waits (a write of the whole semaphore), the
+    first release wakes it (a write); the second release wakes nobody and adds the permit it
+    returns (1); the resumption, which only takes its woken waiter out of the queue, adds to
+    the queued key; the last release returns permit 2."""
     calls: list[tuple[int, Any]] = []
     real = sync._record
 
@@ -260,21 +271,63 @@ def test_semaphore_operations_are_recorded_by_what_they_did() -> None:
     finally:
         sync._record = real
     assert res.executions == 1
-    adds = [key for kind, key in calls if kind == _core.ADD]
-    writes = [key for kind, key in calls if kind == sync.W and key is None]
-    # two acquires with room and the releases that wake nobody update the counter; the
-    # acquires order each other (their own key written), the releases do not
-    assert set(adds) == {sync._VALUE, sync._INC}
-    assert adds.count(sync._VALUE) == 2 + adds.count(sync._INC)
-    assert [key for kind, key in calls if kind == sync.W].count(sync._DEC) == 2
-    # the third job waits: its acquire, its resumption and the release that woke it write
-    assert len(writes) >= 3
+    permit = sync._PERMIT
+    updates = [(kind, key) for kind, key in calls if kind in (sync.W, _core.ADD)]
+    assert updates == [
+        (_core.ADD, sync._VALUE), (sync.W, (permit, 2)),
+        (_core.ADD, sync._VALUE), (sync.W, (permit, 1)),
+        (sync.W, None),  # job 2 waits
+        (sync.W, None),  # job 0's release wakes it
+        (_core.ADD, sync._VALUE), (_core.ADD, (permit, 1)),  # job 1's release
+        (_core.ADD, sync._QUEUED),  # job 2 resumes
+        (_core.ADD, sync._VALUE), (_core.ADD, (permit, 2)),  # job 2's release
+    ]  # fmt: skip
+    reads = {key for kind, key in calls if kind == sync.R}
+    assert reads == {sync._QUEUED, sync._PENDING, sync._WAITERS}
+
+
+EVENT_HANDOFF = """
+import asyncio
+
+
+class Shared:
+    def __init__(self):
+        self.n = 0
+
+
+async def waiter(s, ev):
+    await ev.wait()
+    return s.n
+
+
+async def setter(s, ev):
+    s.n = 42
+    ev.set()
+
+
+async def main(box):
+    s = Shared()
+    ev = asyncio.Event()
+    box["final"] = tuple(await asyncio.gather(waiter(s, ev), waiter(s, ev), setter(s, ev)))
+"""
+
+
+def test_calling_a_primitives_method_is_not_a_write_at_the_call_site() -> None:
+    """`ev.wait()` called from user code: the wrapper records the event's state itself (a
+    wait reads it), so the call site records only the attribute lookup, not a write of the
+    whole event that would order the two waits.  Each waiter waits before the set or finds it
+    set: four orders (the call-site writes made them eight)."""
+    seen = _reached(EVENT_HANDOFF)
+    assert seen["dpor"] == seen["exhaustive"] == {("ok", None, (42, 42, None))}
+    res = _executions(EVENT_HANDOFF, "dpor")
+    assert res.complete
+    assert res.executions <= 4
 
 
 # ------------------------------------------------------------------ generated programs
 
 _OPS = st.sampled_from(["sleep", "log", "locked", "value", "release_extra"])
-_BODY = st.lists(st.sampled_from(["sleep", "log"]), min_size=0, max_size=2)
+_BODY = st.lists(st.sampled_from(["sleep", "log", "locked"]), min_size=0, max_size=2)
 _JOB = st.lists(
     st.one_of(_OPS, st.tuples(st.just("with"), _BODY), st.just("cancel_waiter")),
     min_size=1,
@@ -312,6 +365,8 @@ def _job_source(i: int, ops: list[Any]) -> list[str]:
             for j, b in enumerate(body):
                 if b == "sleep":
                     out.append("        await asyncio.sleep(0)")
+                elif b == "locked":
+                    out.append(f"        seen.append(({i}, 'in', sem.locked()))")
                 else:
                     out.append(f"        s.log.append({i * 10 + k + j})")
     return out
@@ -335,14 +390,16 @@ def _program(kind: str, permits: int, jobs: list[list[Any]]) -> str:
     ]
     for i, ops in enumerate(jobs):
         lines += _job_source(i, ops) + ["", ""]
-    calls = ", ".join(f"job{i}(s, sem, seen)" for i in range(len(jobs)))
+    # each job observes into a list of its own: a shared one would order the jobs' steps
+    # itself and hide a dependency the capture misses
+    calls = ", ".join(f"job{i}(s, sem, seen[{i}])" for i in range(len(jobs)))
     lines += [
         "async def main(box):",
         "    s = Shared()",
         f"    sem = asyncio.{kind}({permits})",
-        "    seen = []",
+        f"    seen = [[] for _ in range({len(jobs)})]",
         f"    await asyncio.gather({calls})",
-        "    box['final'] = (tuple(s.log), sem._value, tuple(seen))",
+        "    box['final'] = (tuple(s.log), sem._value, tuple(map(tuple, seen)))",
     ]
     return "\n".join(lines) + "\n"
 
@@ -362,8 +419,104 @@ def test_generated_semaphore_programs_reach_what_brute_force_reaches(
     kind: str, permits: int, jobs: list[list[Any]]
 ) -> None:
     source = _program(kind, permits, jobs)
-    seen = finals_by_strategy(source, _final, cap=1500)
+    seen = _reached(source, cap=1500)
     assume(seen)
-    # an execution DPOR cut short as redundant (sleep-set blocked) is no outcome
-    dpor = {o for o in seen["dpor"] if o[0] != runner.ABORTED}
-    assert dpor == seen["exhaustive"], source
+    assert seen["dpor"] == seen["exhaustive"], source
+
+
+_QUEUE_OPS = st.sampled_from(
+    ["put", "put_nowait", "get", "get_nowait", "qsize", "sleep", "task_done", "peek"]
+)
+
+
+def _queue_job_source(i: int, ops: list[str]) -> list[str]:
+    out = [f"async def job{i}(q, seen):"]
+    for k, op in enumerate(ops):
+        item = i * 10 + k
+        if op == "put":
+            out.append(f"    await q.put({item})")
+        elif op == "put_nowait":
+            out.append("    try:")
+            out.append(f"        q.put_nowait({item})")
+            out.append("    except asyncio.QueueFull:")
+            out.append(f"        seen.append(({i}, 'full'))")
+        elif op == "get":
+            out.append(f"    seen.append(({i}, await q.get()))")
+        elif op == "get_nowait":
+            out.append("    try:")
+            out.append(f"        seen.append(({i}, q.get_nowait()))")
+            out.append("    except asyncio.QueueEmpty:")
+            out.append(f"        seen.append(({i}, 'empty'))")
+        elif op == "qsize":
+            out.append(f"    seen.append(({i}, 'size', q.qsize()))")
+        elif op == "peek":
+            out.append(f"    seen.append(({i}, 'items', tuple(q._queue)))")
+        elif op == "task_done":
+            out.append("    try:")
+            out.append("        q.task_done()")
+            out.append("    except ValueError:")
+            out.append(f"        seen.append(({i}, 'done too often'))")
+        else:
+            out.append("    await asyncio.sleep(0)")
+    return out
+
+
+def _queue_program(kind: str, maxsize: int, prefill: int, jobs: list[list[str]]) -> str:
+    lines = ["import asyncio", "", ""]
+    for i, ops in enumerate(jobs):
+        lines += _queue_job_source(i, ops) + ["", ""]
+    # each job observes into a list of its own: a shared one would order the jobs' steps
+    # itself and hide a dependency the capture misses
+    calls = ", ".join(f"job{i}(q, seen[{i}])" for i in range(len(jobs)))
+    lines += [
+        "async def main(box):",
+        f"    q = asyncio.{kind}({maxsize})",
+        f"    for item in range({prefill}):",
+        "        q.put_nowait(100 + item)",
+        f"    seen = [[] for _ in range({len(jobs)})]",
+        f"    await asyncio.gather({calls})",
+        "    box['final'] = (tuple(q._queue), q._unfinished_tasks, tuple(map(tuple, seen)))",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=os.environ.get("CHAOSSLOTH_SOUNDNESS_RANDOM") is None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(
+    kind=st.sampled_from(["Queue", "Queue", "LifoQueue"]),
+    maxsize=st.integers(0, 2),
+    prefill=st.integers(0, 2),
+    jobs=st.lists(st.lists(_QUEUE_OPS, min_size=1, max_size=3), min_size=2, max_size=3),
+)
+def test_generated_queue_programs_reach_what_brute_force_reaches(
+    kind: str, maxsize: int, prefill: int, jobs: list[list[str]]
+) -> None:
+    """Puts and gets of a FIFO queue are recorded on its ends and on whether it is empty or
+    full (capture/sync.py, _moved): DPOR must reach every final brute force reaches, with
+    items observed by get, get_nowait (or its QueueEmpty), put_nowait's QueueFull, qsize()
+    and the items list itself."""
+    assume(maxsize == 0 or prefill <= maxsize)
+    source = _queue_program(kind, maxsize, prefill, jobs)
+    seen = _reached(source, cap=1500)
+    assume(seen)
+    assert seen["dpor"] == seen["exhaustive"], source
+
+
+def test_every_pair_of_queue_operations_reaches_what_brute_force_reaches() -> None:
+    """Every program of two jobs doing one queue operation each, on a FIFO and a LIFO queue,
+    unbounded and bounded at one, empty and holding one item: the generated programs above
+    rarely draw the plain pairs where a dependency is easiest to miss (a put that lets a
+    get_nowait succeed, with nothing else ordering the two jobs)."""
+    ops = ["put", "put_nowait", "get", "get_nowait", "qsize", "sleep", "task_done"]
+    mismatches = []
+    for kind, maxsize, prefill in itertools.product(["Queue", "LifoQueue"], [0, 1], [0, 1]):
+        for a, b in itertools.product(ops, repeat=2):
+            source = _queue_program(kind, maxsize, prefill, [[a], [b]])
+            seen = _reached(source)
+            if seen["dpor"] != seen["exhaustive"]:
+                mismatches.append(source)
+    assert not mismatches, mismatches[0]

@@ -10,9 +10,10 @@ Two parts:
   paths that never yield are covered (an uncontended ``acquire``, ``get`` on a non-empty queue,
   ``wait`` on a set event), and an awaiting method records again each time it resumes, in the
   step it resumes in.  Installation nests; the last uninstall puts back the very objects that
-  were in the classes' ``__dict__``.  A semaphore's uncontended ``acquire`` and a ``release``
-  that wakes nobody are recorded finer, on its counter (see :func:`_counted`), so that two
-  releases of a plain Semaphore that wake nobody do not order each other.
+  were in the classes' ``__dict__``.  A semaphore's uncontended ``acquire``, its ``release``
+  that wakes nobody and the resumption of a woken waiter are recorded finer, on the permits
+  they move and its queue (see :func:`_counted` and :func:`_resumed`), so that DPOR orders them
+  only where they do not commute.
 * :class:`RecordingFuture` and :class:`RecordingTask`: the pure-Python future and task with their
   state changes (``set_result``, ``set_exception``, ``cancel``, completion,
   ``add_done_callback``) recorded as writes and their observations (``done()``, ``result()``,
@@ -75,15 +76,25 @@ _NOT_STARTED: Any = object()
 class _Resuming:
     """Awaitable that drives a coroutine and records an access of `obj` before it starts and
     each time it resumes (every resumption is a later step).  With `started`, the coroutine has
-    already run to its first suspension (yielding `started`), recorded by the caller."""
+    already run to its first suspension (yielding `started`), recorded by the caller.  With
+    `settled`, a resumption that finishes the coroutine is recorded after it ran, by
+    ``settled(obj, site, observed)`` where ``observed = observe(obj)`` was taken before it ran;
+    a resumption that suspends again or raises is a write of `kind`."""
 
-    __slots__ = ("coro", "kind", "obj", "site", "started")
+    __slots__ = ("coro", "kind", "obj", "observe", "settled", "site", "started")
 
     def __init__(
-        self, coro: Any, obj: Any, kind: int, site: int, started: Any = _NOT_STARTED
+        self,
+        coro: Any,
+        obj: Any,
+        kind: int,
+        site: int,
+        started: Any = _NOT_STARTED,
+        settled: Callable[[Any, int, Any], None] | None = None,
+        observe: Callable[[Any], Any] | None = None,
     ) -> None:
         self.coro, self.obj, self.kind, self.site = coro, obj, kind, site
-        self.started = started
+        self.started, self.settled, self.observe = started, settled, observe
 
     def __await__(self) -> Generator[Any, Any, Any]:
         coro, obj, kind, site = self.coro, self.obj, self.kind, self.site
@@ -98,8 +109,13 @@ class _Resuming:
                 raise
             except BaseException as exc:  # noqa: BLE001
                 throw = exc
+        settled, observe = self.settled, self.observe
         while True:
-            _record(obj, kind, site)
+            observed: Any = None
+            if settled is None:
+                _record(obj, kind, site)
+            else:
+                observed = observe(obj) if observe is not None else None
             try:
                 if throw is not None:
                     exc, throw = throw, None
@@ -107,7 +123,15 @@ class _Resuming:
                 else:
                     yielded = coro.send(send)
             except StopIteration as stop:
+                if settled is not None:
+                    settled(obj, site, observed)
                 return stop.value
+            except BaseException:
+                if settled is not None:
+                    _record(obj, kind, site)
+                raise
+            if settled is not None:
+                _record(obj, kind, site)
             try:
                 send = yield yielded
             except GeneratorExit:
@@ -118,9 +142,12 @@ class _Resuming:
                 send = None
 
 
-#: the keys of a semaphore's counter: its attribute (so that code reading ``sem._value``
-#: conflicts with every update), and one per direction of update
-_VALUE, _DEC, _INC, _WAITERS = "_value", "<acquired>", "<released>", "_waiters"
+#: the keys of a semaphore (see :func:`_counted`): its counter attribute (so that code reading
+#: ``sem._value`` conflicts with every update), its waiters attribute, one key per permit,
+#: whether a waiter that makes ``locked()`` true is queued (not cancelled: pending, or woken and
+#: not yet resumed), and whether a pending waiter (one a release would wake) is queued
+_VALUE, _WAITERS, _PERMIT = "_value", "_waiters", "<permit>"
+_QUEUED, _PENDING = "<queued>", "<pending>"
 
 
 def _waiting(sem: Any) -> tuple[int, int] | None:
@@ -140,22 +167,31 @@ def _waiting(sem: Any) -> tuple[int, int] | None:
 _operating: Any = None
 
 
-def _counted(sem: Any, before: Any, waiting: Any, delta: int, site: int) -> None:
-    """Records a semaphore operation that ran.  A release of a plain Semaphore that added one
-    to the counter and woke nobody is a commutative update of the counter; an acquire that
-    took one without waiting updates it too but orders every other acquire; anything else is
-    a write of the whole semaphore.
+def _counted(sem: Any, site: int, observed: tuple[Any, Any], delta: int) -> None:
+    """Records a semaphore operation that ran.  An acquire that took a permit without waiting
+    and a release of a plain Semaphore that returned one and woke nobody are recorded on the
+    permit they move; anything else is a write of the whole semaphore.
 
-    Why releases that wake nobody commute: each only adds one, and running one never turns
-    another into something else (a release never makes a waiter), in any state where both can
-    run, so DPOR may treat them as independent even across branches.  Acquires do not commute
-    with each other: two acquires that each find room alone may not both find it (with one
-    permit left the second waits).  A BoundedSemaphore's releases do not either (the second
-    may exceed the bound).  An acquire and a release do not commute (the acquire may have
-    needed the release's permit): the acquire writes its key, which the release reads, and
-    reads the release's key, to which the release adds.  Both read the waiters (a waiting
-    acquire or a resumption writes the whole semaphore).  Reads of the counter itself
-    (``locked()``, ``sem._value``) conflict with both."""
+    The permits are numbered by the counter: an acquire that finds the counter at ``v`` takes
+    permit ``v`` (a write of it), a release that finds it at ``v`` returns permit ``v + 1`` (an
+    add to it).  So two releases never order each other, an acquire orders the release that
+    returned its permit and the next acquire of that permit, and two acquires that found the
+    counter at different values do not order each other.  Every update also adds to
+    ``_value``, so reads of the counter (``locked()``, ``sem._value``) conflict with all of
+    them; both read the waiters (a waiting acquire or a resumption writes the whole semaphore).
+
+    Why this is sound, also across DPOR's branches, where an operation observed in one state
+    is compared with one observed in another: the counter moves by one per operation, and
+    moving it between ``v`` and ``v - 1`` (either way) touches permit ``v``.  An acquire that
+    took permit ``v`` therefore stays independent only of operations run while the counter
+    stays at ``v`` or above, where it still finds room.  There, an acquire that touches another
+    permit found the counter above ``v``, at 2 or more, so both find room in either order; and
+    an acquire and a release commute whenever the acquire finds room.  Releases that wake
+    nobody commute always: each only adds one, and none turns another into a wake-up.  Where
+    this fails, the operation is a write of the whole semaphore: two acquires at one permit
+    left (the same permit: ordered), a release that wakes a waiter, a BoundedSemaphore's
+    release (a second one may exceed the bound)."""
+    before, waiting = observed
     value = getattr(sem, "_value", None)
     if (type(before) is not int or type(value) is not int or value != before + delta
             or waiting is None or _waiting(sem) != waiting
@@ -164,72 +200,220 @@ def _counted(sem: Any, before: Any, waiting: Any, delta: int, site: int) -> None
         return
     _record(sem, ADD, site, _VALUE)
     if delta < 0:
-        _record(sem, W, site, _DEC)
-        _record(sem, R, site, _INC)
+        _record(sem, W, site, (_PERMIT, before))
+        _record(sem, R, site, _QUEUED)
     else:
-        _record(sem, ADD, site, _INC)
-        _record(sem, R, site, _DEC)
+        _record(sem, ADD, site, (_PERMIT, value))
+        _record(sem, R, site, _PENDING)
     _record(sem, R, site, _WAITERS)
 
 
-def _wrap_semaphore_acquire(cls: type, orig: Any) -> Any:
-    site = _site(cls, "acquire")
+def _observed(sem: Any) -> tuple[Any, Any]:
+    return getattr(sem, "_value", None), _waiting(sem)
 
-    @functools.wraps(orig)
-    async def acquire(self: Any, *args: Any, **kwargs: Any) -> Any:
-        global _operating
-        before, waiting = getattr(self, "_value", None), _waiting(self)
-        coro = orig(self, *args, **kwargs)
-        outer, _operating = _operating, self
-        try:
-            started = coro.send(None)
-        except StopIteration as stop:
-            _counted(self, before, waiting, -1, site)
-            return stop.value
-        except BaseException:
+
+def _resumed(sem: Any, site: int, observed: tuple[Any, Any]) -> None:
+    """Records the resumption of an acquire that waited and was woken: the step in which it
+    takes its waiter out of the queue and returns.  When that is all it did (the counter
+    unchanged, one woken waiter fewer, the pending ones unchanged), it is an add to the queued
+    key: it may turn ``locked()`` false for a later acquire, and two such resumptions commute.
+    It read whether a pending waiter is queued, and, when one is, whether the counter is at 1
+    or more (the permit-1 key: then it would have woken that waiter).  With no pending waiter,
+    the counter does not change what it does.
+
+    Why this holds across branches: a pending waiter is queued only by an acquire that waits
+    (a write of the whole semaphore), and the counter crosses from 0 to 1 only through
+    permit 1, so a resumption recorded as quiet stays quiet after every operation independent
+    of it.  A cancelled pending waiter changes nothing here: this resumption wakes nobody at a
+    counter of 0.  Anything else -- it woke a waiter, took a permit, raised -- is a write of
+    the whole semaphore."""
+    before, waiting = observed
+    value, after = _observed(sem)
+    if (type(value) is not int or value != before or waiting is None or after is None
+            or after != (waiting[0] - 1, waiting[1]) or (waiting[1] and value != 0)):  # fmt: skip
+        _record(sem, W, site)
+        return
+    _record(sem, ADD, site, _QUEUED)
+    _record(sem, R, site, _PENDING)
+    if waiting[1]:
+        _record(sem, R, site, (_PERMIT, 1))
+
+
+def _acquired(sem: Any, site: int, observed: tuple[Any, Any]) -> None:
+    _counted(sem, site, observed, -1)
+
+
+def _released(sem: Any, site: int, observed: tuple[Any, Any]) -> None:
+    _counted(sem, site, observed, +1)
+
+
+#: the keys of a FIFO queue (see :func:`_moved`): its items attribute (so that code reading
+#: ``q._queue`` conflicts with every put and get), its two ends, whether it is empty and whether
+#: it is full, its waiters attributes and its count of unfinished items
+_ITEMS, _TAIL, _HEAD, _NONEMPTY, _FULL = "_queue", "<tail>", "<head>", "<nonempty>", "<full>"
+_GETTERS, _PUTTERS, _UNFINISHED = "_getters", "_putters", "_unfinished_tasks"
+_FIFO_PUT, _FIFO_GET = asyncio.Queue._put, asyncio.Queue._get  # type: ignore[attr-defined]
+
+
+def _queue_state(q: Any) -> tuple[int, int, int] | None:
+    """(items, waiting getters, waiting putters) of a FIFO queue, or None when it is not one
+    whose internals this module knows (a LifoQueue, a PriorityQueue, a subclass with its own
+    ``_put`` or ``_get``: then every operation is a write of the whole queue)."""
+    t = type(q)
+    if getattr(t, "_put", None) is not _FIFO_PUT or getattr(t, "_get", None) is not _FIFO_GET:
+        return None
+    try:
+        return len(q._queue), len(q._getters), len(q._putters)
+    except (AttributeError, TypeError):
+        return None
+
+
+def _moved(q: Any, site: int, observed: tuple[int, int, int] | None, delta: int) -> None:
+    """Records a ``put_nowait`` (delta +1) or ``get_nowait`` (-1) that returned.  On a FIFO
+    queue with nobody waiting on either side, a put writes the tail and a get the head: two
+    puts order each other (the order of the items), two gets too (who gets which).  A put and
+    a get order each other only where one may have needed the other: a put that makes the
+    queue non-empty and a get that empties it write the non-empty key, which a get that leaves
+    items behind reads; likewise a put that fills a bounded queue and a get from a full one
+    write the full key, which the other puts read.  In every state where a put and a get both
+    succeed, they commute: the get takes the item at the head whichever runs first.  Each reads
+    both waiter lists (a waiting put or get writes the whole queue) and adds to the items
+    attribute (code reading ``q._queue`` conflicts with both); a put adds to the count of
+    unfinished items (``task_done()`` and ``join()`` access the whole queue).
+
+    Why across DPOR's branches: the queue's length moves by one per operation, so it crosses
+    between empty and one item only through the non-empty key, and between full and one below
+    only through the full key.  A get recorded as leaving items behind therefore still finds
+    one after every operation independent of it, and a put recorded below the bound still
+    finds room; nobody starts waiting without writing the whole queue.  Anything else -- a
+    waiter woken, a full or empty queue, another queue type -- is a write of the whole
+    queue."""
+    after = _queue_state(q)
+    if (
+        observed is None
+        or after is None
+        or observed[1:] != (0, 0)
+        or after != (observed[0] + delta, 0, 0)
+    ):
+        _record(q, W, site)
+        return
+    size = observed[0]  # before
+    bound = q.maxsize if type(q.maxsize) is int and q.maxsize > 0 else 0
+    _record(q, ADD, site, _ITEMS)
+    _record(q, R, site, _GETTERS)
+    _record(q, R, site, _PUTTERS)
+    if delta > 0:
+        _record(q, W, site, _TAIL)
+        _record(q, ADD, site, _UNFINISHED)
+        if size == 0:
+            _record(q, W, site, _NONEMPTY)
+        if bound:
+            _record(q, W if size + 1 == bound else R, site, _FULL)
+    else:
+        _record(q, W, site, _HEAD)
+        _record(q, W if size == 1 else R, site, _NONEMPTY)
+        if bound and size == bound:
+            _record(q, W, site, _FULL)
+
+
+def _put(q: Any, site: int, observed: tuple[int, int, int] | None) -> None:
+    _moved(q, site, observed, +1)
+
+
+def _got(q: Any, site: int, observed: tuple[int, int, int] | None) -> None:
+    _moved(q, site, observed, -1)
+
+
+Settle = Callable[[Any, int, Any], None]
+
+
+def _settling_method(
+    observe: Callable[[Any], Any], settle: Settle
+) -> Callable[[type, str, Any], Any]:
+    """A wrapper of an immediate method recorded by what it did: ``settle(obj, site,
+    observed)`` after it returned, with ``observed = observe(obj)`` taken before it ran; one
+    that raises writes the whole primitive."""
+
+    def wrap(cls: type, name: str, orig: Any) -> Any:
+        site = _site(cls, name)
+
+        @functools.wraps(orig)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            global _operating
+            observed = observe(self)
+            outer, _operating = _operating, self
+            try:
+                result = orig(self, *args, **kwargs)
+            except BaseException:
+                _record(self, W, site)
+                raise
+            finally:
+                _operating = outer
+            settle(self, site, observed)
+            return result
+
+        return method
+
+    return wrap
+
+
+def _settling_coroutine(
+    observe: Callable[[Any], Any] | None,
+    settle: Settle | None,
+    resumed: Settle | None = None,
+) -> Callable[[type, str, Any], Any]:
+    """A wrapper of an awaiting method whose run to its first suspension, when it returns
+    there, is recorded by ``settle(obj, site, observe(obj))`` (None: by the methods it called,
+    themselves wrapped).  One that suspends writes the whole primitive (it waits: the waiters
+    change), and so does each resumption, unless ``resumed`` records the one that returns (see
+    :class:`_Resuming`).  Its own calls of the primitive's queries are part of the
+    operation."""
+
+    def wrap(cls: type, name: str, orig: Any) -> Any:
+        site = _site(cls, name)
+
+        @functools.wraps(orig)
+        async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            global _operating
+            observed = observe(self) if observe is not None else None
+            coro = orig(self, *args, **kwargs)
+            outer, _operating = _operating, self
+            try:
+                started = coro.send(None)
+            except StopIteration as stop:
+                if settle is not None:
+                    settle(self, site, observed)
+                return stop.value
+            except BaseException:
+                _record(self, W, site)
+                raise
+            finally:
+                _operating = outer
             _record(self, W, site)
-            raise
-        finally:
-            _operating = outer
-        _record(self, W, site)  # it waits: the waiters change
-        return await _Resuming(coro, self, W, site, started)
+            return await _Resuming(coro, self, W, site, started, resumed, observe)
 
-    return acquire
+        return method
 
-
-def _wrap_semaphore_release(cls: type, orig: Any) -> Any:
-    site = _site(cls, "release")
-
-    @functools.wraps(orig)
-    def release(self: Any) -> Any:
-        global _operating
-        before, waiting = getattr(self, "_value", None), _waiting(self)
-        outer, _operating = _operating, self
-        try:
-            result = orig(self)
-        except BaseException:
-            _record(self, W, site)
-            raise
-        finally:
-            _operating = outer
-        _counted(self, before, waiting, +1, site)
-        return result
-
-    return release
+    return wrap
 
 
 #: (class, method) -> a wrapper finer than _wrap's
-_SPECIAL: dict[tuple[type, str], Callable[[type, Any], Any]] = {
-    (asyncio.Semaphore, "acquire"): _wrap_semaphore_acquire,
-    (asyncio.Semaphore, "release"): _wrap_semaphore_release,
-    (asyncio.BoundedSemaphore, "release"): _wrap_semaphore_release,
+_SPECIAL: dict[tuple[type, str], Callable[[type, str, Any], Any]] = {
+    (asyncio.Semaphore, "acquire"): _settling_coroutine(_observed, _acquired, _resumed),
+    (asyncio.Semaphore, "release"): _settling_method(_observed, _released),
+    (asyncio.BoundedSemaphore, "release"): _settling_method(_observed, _released),
+    # put() and get() that do not wait call put_nowait() / get_nowait(), which record
+    (asyncio.Queue, "put"): _settling_coroutine(None, None),
+    (asyncio.Queue, "get"): _settling_coroutine(None, None),
+    (asyncio.Queue, "put_nowait"): _settling_method(_queue_state, _put),
+    (asyncio.Queue, "get_nowait"): _settling_method(_queue_state, _got),
 }
 
 
 def _wrap(cls: type, name: str, orig: Any, kind: int) -> Any:
     special = _SPECIAL.get((cls, name))
     if special is not None:
-        return special(cls, orig)
+        return special(cls, name, orig)
     site = _site(cls, name)
     if asyncio.iscoroutinefunction(orig):
 
@@ -279,6 +463,9 @@ def install() -> int:
                         continue
                     _saved.append((cls, name, orig))
                     setattr(cls, name, _wrapper_of(cls, name, orig, kind))
+            # a call site of a wrapped method records only the attribute it looks up, not a
+            # write of the whole receiver: the wrapper records the primitive's state itself
+            _core.set_self_recording(frozenset(getattr(c, n) for c, n, _ in _saved))
         return _depth
 
 
@@ -290,6 +477,7 @@ def uninstall(token: int | None = None) -> None:
             return
         _depth -= 1
         if _depth == 0:
+            _core.set_self_recording(None)
             while _saved:
                 cls, name, orig = _saved.pop()
                 setattr(cls, name, orig)
