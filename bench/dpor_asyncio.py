@@ -22,9 +22,13 @@ and one of them changes it.  The distinct orders are its Mazurkiewicz traces: ev
 interleaving the model allows, identified by the order of the conflicting operations of each
 object.  It is what a DPOR that treats each primitive operation as one access of the primitive
 would explore at best.  ChaosSloth goes below it where operations commute: a semaphore's
-releases that wake nobody are commutative updates of its counter (capture/sync.py), and
-gather()'s done-callbacks count their children without ordering each other (ext/loop.c,
-record_shared_state), so DPOR can need fewer executions than the model has orders.  Issue 14's goal: DPOR within 2x of it.  Usage:
+acquires that find room at different counts, its releases that wake nobody, a FIFO queue's put
+and get that neither empty nor fill it (capture/sync.py), and gather()'s done-callbacks, which
+count their children without ordering each other (ext/loop.c, record_shared_state), so DPOR
+can need fewer executions than the model has orders.  It goes above it where asyncio's
+implementation has states the model has not: a waiting acquire, get or wait is a step of its
+own (it queues a waiter), and a woken waiter resumes in a later step.  Issue 14's goal: DPOR
+within 2x of it.  Usage:
     python bench/dpor_asyncio.py [--budget N]
 """
 
