@@ -1105,6 +1105,11 @@ static PyObject *instrumented_files; /* set of co_filename; NULL = none */
  * record the primitive's state precisely and never mutate their arguments).
  * NULL = none. */
 static PyObject *self_recording;
+/* The classes those wrappers belong to (a tuple), or NULL.  The wrappers
+ * record the primitive's state under keys of their own, so code that stores
+ * into one of its attributes writes the whole primitive. */
+static PyObject *self_recording_types;
+
 
 static int is_instrumented_callable(PyObject *f) {
     if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
@@ -1470,6 +1475,13 @@ static int whole_attr(PyObject *name) {
     return name_is(name, "__class__") || name_is(name, "__dict__");
 }
 
+/* 1 if storing attribute `name` of obj must write the whole object. */
+static int stores_whole(PyObject *obj, PyObject *name) {
+    if (whole_attr(name)) return 1;
+    if (!self_recording_types) return 0;
+    return PyObject_IsInstance(obj, self_recording_types);
+}
+
 /* ga(obj, name, site) -> getattr(obj, name) */
 static PyObject *h_ga(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(3, "ga");
@@ -1490,8 +1502,9 @@ static PyObject *h_sa(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
         path p;
         if (record_attr(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
         if (name_value(a[0], p.cid, p.key) < 0) return NULL;
-        if (whole_attr(a[2]) &&
-            record(holder_of(a[1]), CS_KEY_WHOLE, KIND_WRITE, a[3], NULL, NULL) < 0)
+        int whole = stores_whole(a[1], a[2]);
+        if (whole < 0 ||
+            (whole && record(holder_of(a[1]), CS_KEY_WHOLE, KIND_WRITE, a[3], NULL, NULL) < 0))
             return NULL;
         if (replaced_attr(a[1], a[2], &old) < 0) return NULL;
     }
@@ -1505,9 +1518,12 @@ static PyObject *h_da(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     NARGS(3, "da");
     PyObject *old = NULL;
     if (hooks_ex && record_attr(a[0], a[1], KIND_WRITE, a[2], NULL) < 0) return NULL;
-    if (hooks_ex && whole_attr(a[1]) &&
-        record(holder_of(a[0]), CS_KEY_WHOLE, KIND_WRITE, a[2], NULL, NULL) < 0)
-        return NULL;
+    if (hooks_ex) {
+        int whole = stores_whole(a[0], a[1]);
+        if (whole < 0 ||
+            (whole && record(holder_of(a[0]), CS_KEY_WHOLE, KIND_WRITE, a[2], NULL, NULL) < 0))
+            return NULL;
+    }
     if (hooks_ex && replaced_attr(a[0], a[1], &old) < 0) return NULL;
     int rc = PyObject_DelAttr(a[0], a[1]);
     if (release_replaced(old) < 0 || rc < 0) return NULL;
@@ -3039,13 +3055,18 @@ static PyObject *h_set_files(PyObject *Py_UNUSED(m), PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* set_self_recording(set): the functions that record their own accesses. */
-static PyObject *h_set_self_recording(PyObject *Py_UNUSED(m), PyObject *arg) {
-    if (arg != Py_None && !PyAnySet_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "expected a set or None");
+/* set_self_recording(functions, classes): the functions that record their
+ * own accesses (a set) and the classes they belong to (a tuple), or
+ * (None, None). */
+static PyObject *h_set_self_recording(PyObject *Py_UNUSED(m), PyObject *const *a,
+                                      Py_ssize_t nargs) {
+    NARGS(2, "set_self_recording");
+    if ((a[0] != Py_None && !PyAnySet_Check(a[0])) || (a[1] != Py_None && !PyTuple_Check(a[1]))) {
+        PyErr_SetString(PyExc_TypeError, "expected a set and a tuple, or None and None");
         return NULL;
     }
-    Py_XSETREF(self_recording, arg == Py_None ? NULL : Py_NewRef(arg));
+    Py_XSETREF(self_recording, a[0] == Py_None ? NULL : Py_NewRef(a[0]));
+    Py_XSETREF(self_recording_types, a[1] == Py_None ? NULL : Py_NewRef(a[1]));
     Py_RETURN_NONE;
 }
 
@@ -3134,8 +3155,9 @@ static PyMethodDef hook_methods[] = {
      "The canonical id an object has in this execution (None if unseen)."},
     {"set_instrumented_files", h_set_files, METH_O,
      "Filenames whose functions record their own accesses."},
-    {"set_self_recording", h_set_self_recording, METH_O,
-     "Functions (not instrumented) that record their own accesses."},
+    FAST("set_self_recording", h_set_self_recording,
+         "set_self_recording(functions, classes): functions (not instrumented) that record their "
+         "own accesses, and their classes."),
     {NULL, NULL, 0, NULL},
 };
 

@@ -279,11 +279,11 @@ def test_semaphore_operations_are_recorded_by_what_they_did() -> None:
         (sync.W, None),  # job 2 waits
         (sync.W, None),  # job 0's release wakes it
         (_core.ADD, sync._VALUE), (_core.ADD, (permit, 1)),  # job 1's release
-        (_core.ADD, sync._QUEUED),  # job 2 resumes
+        (_core.ADD, sync._QUEUED), (_core.ADD, sync._WAITERS),  # job 2 resumes
         (_core.ADD, sync._VALUE), (_core.ADD, (permit, 2)),  # job 2's release
     ]  # fmt: skip
     reads = {key for kind, key in calls if kind == sync.R}
-    assert reads == {sync._QUEUED, sync._PENDING, sync._WAITERS}
+    assert reads == {sync._QUEUED, sync._PENDING}
 
 
 EVENT_HANDOFF = """
@@ -326,7 +326,9 @@ def test_calling_a_primitives_method_is_not_a_write_at_the_call_site() -> None:
 
 # ------------------------------------------------------------------ generated programs
 
-_OPS = st.sampled_from(["sleep", "log", "locked", "value", "release_extra"])
+_OPS = st.sampled_from(
+    ["sleep", "log", "locked", "value", "release_extra", "waiters", "bump_value"]
+)
 _BODY = st.lists(st.sampled_from(["sleep", "log", "locked"]), min_size=0, max_size=2)
 _JOB = st.lists(
     st.one_of(_OPS, st.tuples(st.just("with"), _BODY), st.just("cancel_waiter")),
@@ -346,6 +348,10 @@ def _job_source(i: int, ops: list[Any]) -> list[str]:
             out.append(f"    seen.append(({i}, sem.locked()))")
         elif op == "value":
             out.append(f"    seen.append(({i}, sem._value))")
+        elif op == "waiters":
+            out.append(f"    seen.append(({i}, 'waiters', len(sem._waiters or ())))")
+        elif op == "bump_value":
+            out.append("    sem._value += 1")
         elif op == "release_extra":
             out.append("    try:")
             out.append("        sem.release()")

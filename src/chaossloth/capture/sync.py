@@ -178,7 +178,9 @@ def _counted(sem: Any, site: int, observed: tuple[Any, Any], delta: int) -> None
     returned its permit and the next acquire of that permit, and two acquires that found the
     counter at different values do not order each other.  Every update also adds to
     ``_value``, so reads of the counter (``locked()``, ``sem._value``) conflict with all of
-    them; both read the waiters (a waiting acquire or a resumption writes the whole semaphore).
+    them.  An acquire reads whether a waiter is queued, a release whether a pending one is
+    (an acquire that waits writes the whole semaphore).  Code storing into the semaphore's
+    attributes writes the whole of it (the hooks' rule for every wrapped primitive).
 
     Why this is sound, also across DPOR's branches, where an operation observed in one state
     is compared with one observed in another: the counter moves by one per operation, and
@@ -205,7 +207,6 @@ def _counted(sem: Any, site: int, observed: tuple[Any, Any], delta: int) -> None
     else:
         _record(sem, ADD, site, (_PERMIT, value))
         _record(sem, R, site, _PENDING)
-    _record(sem, R, site, _WAITERS)
 
 
 def _observed(sem: Any) -> tuple[Any, Any]:
@@ -216,7 +217,8 @@ def _resumed(sem: Any, site: int, observed: tuple[Any, Any]) -> None:
     """Records the resumption of an acquire that waited and was woken: the step in which it
     takes its waiter out of the queue and returns.  When that is all it did (the counter
     unchanged, one woken waiter fewer, the pending ones unchanged), it is an add to the queued
-    key: it may turn ``locked()`` false for a later acquire, and two such resumptions commute.
+    key: it may turn ``locked()`` false for a later acquire, and two such resumptions commute;
+    and an add to the waiters attribute, so that code reading ``sem._waiters`` sees it.
     It read whether a pending waiter is queued, and, when one is, whether the counter is at 1
     or more (the permit-1 key: then it would have woken that waiter).  With no pending waiter,
     the counter does not change what it does.
@@ -234,6 +236,7 @@ def _resumed(sem: Any, site: int, observed: tuple[Any, Any]) -> None:
         _record(sem, W, site)
         return
     _record(sem, ADD, site, _QUEUED)
+    _record(sem, ADD, site, _WAITERS)
     _record(sem, R, site, _PENDING)
     if waiting[1]:
         _record(sem, R, site, (_PERMIT, 1))
@@ -248,9 +251,10 @@ def _released(sem: Any, site: int, observed: tuple[Any, Any]) -> None:
 
 
 #: the keys of a FIFO queue (see :func:`_moved`): its items attribute (so that code reading
-#: ``q._queue`` conflicts with every put and get), its two ends, whether it is empty and whether
-#: it is full, its waiters attributes and its count of unfinished items
-_ITEMS, _TAIL, _HEAD, _NONEMPTY, _FULL = "_queue", "<tail>", "<head>", "<nonempty>", "<full>"
+#: ``q._queue`` conflicts with every put and get), its two ends, one key per length (the
+#: item at that position) and, bounded, one per free slot, its waiters attributes and its count
+#: of unfinished items
+_ITEMS, _TAIL, _HEAD, _LENGTH, _FREE = "_queue", "<tail>", "<head>", "<length>", "<free>"
 _GETTERS, _PUTTERS, _UNFINISHED = "_getters", "_putters", "_unfinished_tasks"
 _FIFO_PUT, _FIFO_GET = asyncio.Queue._put, asyncio.Queue._get  # type: ignore[attr-defined]
 
@@ -271,23 +275,25 @@ def _queue_state(q: Any) -> tuple[int, int, int] | None:
 def _moved(q: Any, site: int, observed: tuple[int, int, int] | None, delta: int) -> None:
     """Records a ``put_nowait`` (delta +1) or ``get_nowait`` (-1) that returned.  On a FIFO
     queue with nobody waiting on either side, a put writes the tail and a get the head: two
-    puts order each other (the order of the items), two gets too (who gets which).  A put and
-    a get order each other only where one may have needed the other: a put that makes the
-    queue non-empty and a get that empties it write the non-empty key, which a get that leaves
-    items behind reads; likewise a put that fills a bounded queue and a get from a full one
-    write the full key, which the other puts read.  In every state where a put and a get both
-    succeed, they commute: the get takes the item at the head whichever runs first.  Each reads
+    puts order each other (the order of the items), two gets too (who gets which).  Between a
+    put and a get, the queue's length is a counter, numbered as a semaphore's permits are (see
+    :func:`_counted`): a put that finds ``n`` items adds to length key ``n + 1``, a get that
+    finds ``n`` writes length key ``n``; bounded, a put that finds ``f`` free slots writes free
+    key ``f`` and a get adds to free key ``f + 1``.  So a put and a get order each other where
+    the length (the free slots) crossed the same boundary, and commute where they did not: a
+    get from a queue of 3 items and a put into it of 1 item do not order each other.  Each reads
     both waiter lists (a waiting put or get writes the whole queue) and adds to the items
     attribute (code reading ``q._queue`` conflicts with both); a put adds to the count of
     unfinished items (``task_done()`` and ``join()`` access the whole queue).
 
-    Why across DPOR's branches: the queue's length moves by one per operation, so it crosses
-    between empty and one item only through the non-empty key, and between full and one below
-    only through the full key.  A get recorded as leaving items behind therefore still finds
-    one after every operation independent of it, and a put recorded below the bound still
-    finds room; nobody starts waiting without writing the whole queue.  Anything else -- a
-    waiter woken, a full or empty queue, another queue type -- is a write of the whole
-    queue."""
+    Why across DPOR's branches: the length moves by one per operation, and moving it between
+    ``n - 1`` and ``n`` (either way) touches length key ``n``, so a get that found ``n`` items
+    stays independent only of operations run while the length stays at ``n`` or above, where
+    it still finds one; likewise a put and the free slots.  One key for "empty or not" is not
+    enough: it missed a put that let a second get succeed after the first one took the item
+    that was there (found by comparing with brute force on every program of two jobs of up to
+    two operations).  Anything else -- a waiter woken, a full or empty queue, another queue type --
+    is a write of the whole queue."""
     after = _queue_state(q)
     if (
         observed is None
@@ -297,7 +303,7 @@ def _moved(q: Any, site: int, observed: tuple[int, int, int] | None, delta: int)
     ):
         _record(q, W, site)
         return
-    size = observed[0]  # before
+    length = observed[0]  # before
     bound = q.maxsize if type(q.maxsize) is int and q.maxsize > 0 else 0
     _record(q, ADD, site, _ITEMS)
     _record(q, R, site, _GETTERS)
@@ -305,15 +311,14 @@ def _moved(q: Any, site: int, observed: tuple[int, int, int] | None, delta: int)
     if delta > 0:
         _record(q, W, site, _TAIL)
         _record(q, ADD, site, _UNFINISHED)
-        if size == 0:
-            _record(q, W, site, _NONEMPTY)
+        _record(q, ADD, site, (_LENGTH, length + 1))
         if bound:
-            _record(q, W if size + 1 == bound else R, site, _FULL)
+            _record(q, W, site, (_FREE, bound - length))
     else:
         _record(q, W, site, _HEAD)
-        _record(q, W if size == 1 else R, site, _NONEMPTY)
-        if bound and size == bound:
-            _record(q, W, site, _FULL)
+        _record(q, W, site, (_LENGTH, length))
+        if bound:
+            _record(q, ADD, site, (_FREE, bound - length + 1))
 
 
 def _put(q: Any, site: int, observed: tuple[int, int, int] | None) -> None:
@@ -464,8 +469,9 @@ def install() -> int:
                     _saved.append((cls, name, orig))
                     setattr(cls, name, _wrapper_of(cls, name, orig, kind))
             # a call site of a wrapped method records only the attribute it looks up, not a
-            # write of the whole receiver: the wrapper records the primitive's state itself
-            _core.set_self_recording(frozenset(getattr(c, n) for c, n, _ in _saved))
+            # write of the whole receiver: the wrapper records the primitive's state itself,
+            # under keys of its own, so code storing into a primitive's attribute writes all
+            _core.set_self_recording(frozenset(getattr(c, n) for c, n, _ in _saved), tuple(SPEC))
         return _depth
 
 
@@ -477,7 +483,7 @@ def uninstall(token: int | None = None) -> None:
             return
         _depth -= 1
         if _depth == 0:
-            _core.set_self_recording(None)
+            _core.set_self_recording(None, None)
             while _saved:
                 cls, name, orig = _saved.pop()
                 setattr(cls, name, orig)
