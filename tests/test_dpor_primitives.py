@@ -526,3 +526,15 @@ def test_every_pair_of_queue_operations_reaches_what_brute_force_reaches() -> No
             if seen["dpor"] != seen["exhaustive"]:
                 mismatches.append(source)
     assert not mismatches, mismatches[0]
+
+
+def test_a_put_that_lets_a_second_get_succeed_orders_it() -> None:
+    """Found by the exhaustive check of two-operation jobs: with one item queued, a put and
+    then two gets; the second get succeeds only because the put came first.  A key for
+    "empty or not" alone left the put and the second get unordered, and DPOR never ran the
+    gets first (the second one finding the queue empty)."""
+    for first in ("get", "get_nowait"):
+        source = _queue_program("Queue", 0, 1, [["put"], [first, "get_nowait"]])
+        seen = _reached(source)
+        assert seen["dpor"] == seen["exhaustive"], source
+        assert any((1, "empty") in o[2][2][1] for o in seen["dpor"])
