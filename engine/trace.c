@@ -844,14 +844,17 @@ static int prefix_tips(cs__trace *t, uint32_t p, const uint64_t **keys, size_t *
         *n = t->n_tip_keys;
         return CS_OK;
     }
-    if (p == t->len) {
+    if (t->pfx_ok && t->pfx_len == p) {
+        /* cached: a prefix never changes within an execution */
+    } else if (p == t->len) {
         if (GROW(t->pfx_keys, t->cap_pfx_keys, t->n_max + 1)) return CS_ENOMEM;
         for (size_t i = 0; i < t->n_max; i++)
             t->pfx_keys[i] = (uint64_t)t->ev[t->maxset[i]].actor << 32 | t->maxset[i];
         qsort(t->pfx_keys, t->n_max, sizeof *t->pfx_keys, cmp_u64);
         t->n_pfx_keys = t->n_max;
-        t->pfx_ok = false; /* the current set, not the prefix's cache */
-    } else if (!t->pfx_ok || t->pfx_len != p) {
+        t->pfx_len = p;
+        t->pfx_ok = true;
+    } else {
         if (GROW(t->pfx_mark, t->cap_pfx_mark, (size_t)p + 1)) return CS_ENOMEM;
         memset(t->pfx_mark, 0, (size_t)p);
         for (uint32_t f = 0; f < p; f++) {
