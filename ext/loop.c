@@ -32,8 +32,9 @@
  *   - Every queued handle holds one strong reference from the queue or heap;
  *     handles are released only after the queue or heap is consistent again,
  *     because releasing one may run arbitrary finalizers that schedule more.
- *   - Explorer attached: each step is cs_choose -> cs_step_begin -> run ->
- *     cs_step_end.  The enabled list is the ready queue in stock order (one
+ *   - Explorer attached: each step is cs_choose -> cs_step_begin (a
+ *     CS_AFTER_ALL handle: cs_step_begin_after, with the trace's length when
+ *     it became runnable) -> run -> cs_step_end.  The enabled list is the ready queue in stock order (one
  *     entry per actor, its first handle), then the timers that may fire now
  *     (strict: the due ones not yet moved; relaxed: every pending one),
  *     ordered by (when, insertion).  The stock iteration structure (batches)

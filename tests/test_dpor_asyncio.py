@@ -562,3 +562,30 @@ def test_crossed_cancels_reach_every_outcome() -> None:
     ]
     assert len(both_done) == 1  # the harness reaches it: the program can show the defect
     assert dp_outs == ex_outs, _mismatch(CROSSED_CANCELS, "dpor", dp_outs, "exhaustive", ex_outs)
+
+
+#: w0: ``tasks[1].cancel()`` then reads s.x; w1: ``await asyncio.sleep(0)``;
+#: w2: ``tasks[0].cancel()``
+CANCEL_CHAIN = Program(
+    workers=[[("cancel", 1), ("read_attr", "x")], [("sleep0",)], [("cancel", 1)]]
+)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="unsound: the defect of test_crossed_cancels_reach_every_outcome"
+)
+def test_a_cancel_chain_reaches_every_outcome() -> None:
+    """Found by the machinery generator after the program above was pinned: the same defect
+    in another shape.  The outcome DPOR misses: w1 ends before w0 cancels it and w0 ends
+    before w2 cancels it (both cancel() calls return False)."""
+    mod = load(CANCEL_CHAIN)
+    ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP)
+    dp_outs, dp_res = outcomes(mod, "dpor", max_executions=EXHAUSTIVE_CAP)
+    assert ex_res.complete and dp_res.complete
+    both_done = [
+        o
+        for o in ex_outs
+        if o[3][0][:1] == (("cancel", 1, False),) and o[3][2] == (("cancel", 0, False),)
+    ]
+    assert len(both_done) == 1  # the harness reaches it: the program can show the defect
+    assert dp_outs == ex_outs, _mismatch(CANCEL_CHAIN, "dpor", dp_outs, "exhaustive", ex_outs)
