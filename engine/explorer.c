@@ -284,6 +284,17 @@ int cs_step_begin(cs_explorer *ex, cs_actor actor, int64_t scheduled_by) {
     return CS_OK;
 }
 
+int cs_step_begin_after(cs_explorer *ex, cs_actor actor, size_t prefix) {
+    if (!ex) return CS_EINVAL;
+    if (ex->phase != IN_EXECUTION) return CS_ESTATE;
+    if (actor >= ex->n_actors) return CS_EINVAL;
+    if (prefix > cs__trace_len(ex->trace)) return CS_EINVAL;
+    int rc = cs__trace_step_begin_after(ex->trace, actor, prefix);
+    if (rc) return rc;
+    ex->phase = IN_STEP;
+    return CS_OK;
+}
+
 int cs_clock_advance(cs_explorer *ex) {
     if (!ex) return CS_EINVAL;
     if (ex->phase != IN_EXECUTION) return CS_ESTATE;

@@ -127,6 +127,9 @@ int cs__trace_new(cs__trace **out);
 void cs__trace_free(cs__trace *t);
 void cs__trace_reset(cs__trace *t);
 int cs__trace_step_begin(cs__trace *t, cs_actor actor, int64_t scheduled_by);
+/* A CS_AFTER_ALL step whose barrier is the prefix [0, prefix) (<= the
+ * trace's length), whatever the latest barrier (see cs_step_begin_after). */
+int cs__trace_step_begin_after(cs__trace *t, cs_actor actor, size_t prefix);
 int cs__trace_access_add(cs__trace *t, uint64_t object, uint64_t key,
                         cs_access_kind kind, uint32_t site);
 /* Records a clock advance between steps: later CS_AFTER_ALL steps happen

@@ -8,9 +8,11 @@
  * Dependency of two events a < b (positions in the execution):
  *   - same actor (program order);
  *   - b.scheduled_by == a (the step that made b runnable);
- *   - b.scheduled_by == CS_AFTER_ALL and a precedes b's barrier (the latest
- *     cs__trace_barrier before b, or b itself when there was none): the clock
- *     advance that made b runnable follows every event before it;
+ *   - b.scheduled_by == CS_AFTER_ALL and a precedes b's barrier: the point
+ *     where b became runnable (a clock advance, or the front end's own action
+ *     between steps) follows every event before it.  The barrier is the
+ *     prefix given to cs__trace_step_begin_after, else the latest
+ *     cs__trace_barrier before b, or b itself when there was none;
  *   - conflicting accesses: resources (object, key) overlap (same object and
  *     same key, or either key is CS_KEY_WHOLE, or either object is
  *     CS_OBJECT_ALL, the global barrier) and at least one is a write (lock
@@ -71,7 +73,9 @@
  * CS_AFTER_ALL takes the maximal events as they were at its barrier as
  * candidates (the trace keeps the set of maximal events, the events no
  * later event has as an immediate predecessor: every event before the
- * barrier happens before or equals one of them).  They are taken in (actor,
+ * barrier happens before or equals one of them; for a barrier other than the
+ * latest one they are recomputed from the immediate predecessors of the
+ * events before it, see prefix_tips).  They are taken in (actor,
  * event) order, which keeps the order of the predecessors list the same as
  * taking every actor's last event in actor order (each actor has at most one
  * maximal event: its last).
@@ -209,6 +213,16 @@ struct cs__trace {
     size_t cap_max_at;
     bool has_barrier;
     uint32_t barrier_len; /* events before the latest barrier */
+    /* the maximal events of the prefix [0, pfx_len), sorted like tip_keys:
+     * the candidates of a CS_AFTER_ALL step whose barrier is neither the
+     * latest one nor the step itself (valid iff pfx_ok; a prefix never
+     * changes within an execution, so it stays valid until the reset) */
+    uint64_t *pfx_keys;
+    size_t n_pfx_keys, cap_pfx_keys;
+    uint32_t pfx_len;
+    bool pfx_ok;
+    uint8_t *pfx_mark; /* prefix_tips scratch: per event, an immediate predecessor */
+    size_t cap_pfx_mark;
     uint64_t *order; /* step_end scratch: candidates by decreasing event */
     size_t cap_order;
     bool *covered;   /* step_end scratch: per candidate */
@@ -588,6 +602,8 @@ void cs__trace_free(cs__trace *t) {
     free(t->covered);
     free(t->chains);
     free(t->tip_keys);
+    free(t->pfx_keys);
+    free(t->pfx_mark);
     free(t->by_actor_off);
     free(t->by_actor);
     free(t->preds);
@@ -616,6 +632,7 @@ void cs__trace_reset(cs__trace *t) {
     t->n_chain = 0;
     t->has_barrier = false;
     t->n_tip_keys = 0;
+    t->pfx_ok = false;
     t->idx_len = SIZE_MAX;
     t->n_pred = 0;
     for (size_t a = 0; a < t->width; a++) {
@@ -643,10 +660,26 @@ void cs__trace_reset(cs__trace *t) {
 
 /* ------------------------------------------------------------ recording */
 
+/* Opens a step; `barrier` is the CS_AFTER_ALL step's (0 for any other). */
+static int step_open(cs__trace *t, cs_actor actor, int64_t scheduled_by, uint32_t barrier);
+
 int cs__trace_step_begin(cs__trace *t, cs_actor actor, int64_t scheduled_by) {
     if (!t || actor == CS_NO_ACTOR) return CS_EINVAL;
     if (t->open) return CS_ESTATE;
     if (scheduled_by < CS_AFTER_ALL || scheduled_by >= (int64_t)t->len) return CS_EINVAL;
+    uint32_t barrier = 0;
+    if (scheduled_by == CS_AFTER_ALL) barrier = t->has_barrier ? t->barrier_len : (uint32_t)t->len;
+    return step_open(t, actor, scheduled_by, barrier);
+}
+
+int cs__trace_step_begin_after(cs__trace *t, cs_actor actor, size_t prefix) {
+    if (!t || actor == CS_NO_ACTOR) return CS_EINVAL;
+    if (t->open) return CS_ESTATE;
+    if (prefix > t->len) return CS_EINVAL;
+    return step_open(t, actor, CS_AFTER_ALL, (uint32_t)prefix);
+}
+
+static int step_open(cs__trace *t, cs_actor actor, int64_t scheduled_by, uint32_t barrier) {
     if (t->len >= NONE - 1) return CS_ENOMEM;
     if (GROW(t->ev, t->cap, t->len + 1)) return CS_ENOMEM;
     if (actor >= t->width) {
@@ -690,6 +723,7 @@ int cs__trace_step_begin(cs__trace *t, cs_actor actor, int64_t scheduled_by) {
     e->actor = actor;
     e->actor_step = t->n_steps[actor];
     e->scheduled_by = scheduled_by;
+    e->barrier = barrier;
     e->first_access = (uint32_t)t->n_acc;
     e->n_accesses = 0;
     t->open = true;
@@ -798,6 +832,51 @@ static int snapshot_tips(cs__trace *t) {
     return CS_OK;
 }
 
+/* The maximal events of the prefix [0, p) of the trace, sorted by (actor,
+ * event): into *keys / *n (tip_keys when p is the latest barrier, else the
+ * pfx_keys buffer).  p == the open step's index: the current maximal set.
+ * An earlier prefix: an event before p is maximal in it iff no event before
+ * p has it as an immediate predecessor (a happens-before path from it to an
+ * event f < p runs through events <= f, the first step of which lists it). */
+static int prefix_tips(cs__trace *t, uint32_t p, const uint64_t **keys, size_t *n) {
+    if (t->has_barrier && p == t->barrier_len) {
+        *keys = t->tip_keys;
+        *n = t->n_tip_keys;
+        return CS_OK;
+    }
+    if (t->pfx_ok && t->pfx_len == p) {
+        /* cached: a prefix never changes within an execution */
+    } else if (p == t->len) {
+        if (GROW(t->pfx_keys, t->cap_pfx_keys, t->n_max + 1)) return CS_ENOMEM;
+        for (size_t i = 0; i < t->n_max; i++)
+            t->pfx_keys[i] = (uint64_t)t->ev[t->maxset[i]].actor << 32 | t->maxset[i];
+        qsort(t->pfx_keys, t->n_max, sizeof *t->pfx_keys, cmp_u64);
+        t->n_pfx_keys = t->n_max;
+        t->pfx_len = p;
+        t->pfx_ok = true;
+    } else {
+        if (GROW(t->pfx_mark, t->cap_pfx_mark, (size_t)p + 1)) return CS_ENOMEM;
+        memset(t->pfx_mark, 0, (size_t)p);
+        for (uint32_t f = 0; f < p; f++) {
+            const event *ef = &t->ev[f];
+            for (uint32_t q = 0; q < ef->n_preds; q++) t->pfx_mark[t->preds[ef->pred_off + q]] = 1;
+        }
+        size_t m = 0;
+        for (uint32_t e = 0; e < p; e++) m += !t->pfx_mark[e];
+        if (GROW(t->pfx_keys, t->cap_pfx_keys, m + 1)) return CS_ENOMEM;
+        m = 0;
+        for (uint32_t e = 0; e < p; e++)
+            if (!t->pfx_mark[e]) t->pfx_keys[m++] = (uint64_t)t->ev[e].actor << 32 | e;
+        qsort(t->pfx_keys, m, sizeof *t->pfx_keys, cmp_u64);
+        t->n_pfx_keys = m;
+        t->pfx_len = p;
+        t->pfx_ok = true;
+    }
+    *keys = t->pfx_keys;
+    *n = t->n_pfx_keys;
+    return CS_OK;
+}
+
 int cs__trace_barrier(cs__trace *t) {
     if (!t) return CS_EINVAL;
     if (t->open) return CS_ESTATE;
@@ -854,10 +933,11 @@ int cs__trace_step_end(cs__trace *t) {
     if (cand_add(t, t->last_ev[actor])) return CS_ENOMEM;
     if (by >= 0 && cand_add(t, (uint32_t)by)) return CS_ENOMEM;
     if (by == CS_AFTER_ALL) {
-        if (!t->has_barrier && snapshot_tips(t)) return CS_ENOMEM;
-        t->ev[me].barrier = t->has_barrier ? t->barrier_len : me;
-        for (size_t c = 0; c < t->n_tip_keys; c++)
-            if (cand_add(t, (uint32_t)t->tip_keys[c])) return CS_ENOMEM;
+        const uint64_t *keys;
+        size_t nk;
+        if (prefix_tips(t, t->ev[me].barrier, &keys, &nk)) return CS_ENOMEM;
+        for (size_t c = 0; c < nk; c++)
+            if (cand_add(t, (uint32_t)keys[c])) return CS_ENOMEM;
     }
     for (uint32_t i = 0; i < n_acc; i++) {
         const cs_access *a = &t->acc[first + i];

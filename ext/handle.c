@@ -66,6 +66,7 @@ HandleObject *cs_handle_new(LoopCoreObject *loop, int timer, PyObject *cb, PyObj
     h->when = 0.0;
     h->seq = 0;
     h->scheduled_by = -1;
+    h->after_len = 0;
     h->actor = CS_NO_ACTOR;
     h->polls = 0;
     h->cancelled = h->scheduled = h->after_all = h->queued = 0;

@@ -32,8 +32,9 @@
  *   - Every queued handle holds one strong reference from the queue or heap;
  *     handles are released only after the queue or heap is consistent again,
  *     because releasing one may run arbitrary finalizers that schedule more.
- *   - Explorer attached: each step is cs_choose -> cs_step_begin -> run ->
- *     cs_step_end.  The enabled list is the ready queue in stock order (one
+ *   - Explorer attached: each step is cs_choose -> cs_step_begin (a
+ *     CS_AFTER_ALL handle: cs_step_begin_after, with the trace's length when
+ *     it became runnable) -> run -> cs_step_end.  The enabled list is the ready queue in stock order (one
  *     entry per actor, its first handle), then the timers that may fire now
  *     (strict: the due ones not yet moved; relaxed: every pending one),
  *     ordered by (when, insertion).  The stock iteration structure (batches)
@@ -610,6 +611,19 @@ static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
     if (!h) return NULL;
     h->seq = self->seq++;
     h->scheduled_by = self->ex ? self->cur_event : -1;
+    if (self->ex && !self->in_step && cs_trace_length(self->ex) > 0) {
+        /* Made runnable between steps, once the execution has begun: by the
+         * front end (the runner cancelling the tasks a run left pending, a
+         * future it completes), whose decision read the state every step so
+         * far left.  It follows all of them, and may run before none: with
+         * CS_SCHEDULED_BY_NONE (enabled from the start) DPOR would reverse
+         * it with the steps before it -- e.g. a cancelled sleeper's wakeup
+         * with the step that stopped the loop -- and prescribe it where it
+         * does not exist yet (a divergence).  Only the main task's first
+         * step, made before any, is scheduled by nothing. */
+        h->after_all = 1;
+        h->after_len = cs_trace_length(self->ex);
+    }
     if (self->counted && PyList_Append(self->counted, (PyObject *)h) < 0) {
         Py_DECREF(h);
         return NULL;
@@ -1034,7 +1048,10 @@ static int boundary(LoopCoreObject *self) {
         /* strict: a timer reached only by advancing the clock runs after
          * every step before the advance (relaxed: it could have fired
          * earlier) */
-        if (advanced && !self->relaxed) h->after_all = 1;
+        if (advanced && !self->relaxed && self->ex) {
+            h->after_all = 1;
+            h->after_len = cs_trace_length(self->ex);
+        }
         if (ready_push(self, h) < 0) {
             Py_DECREF(h);
             return -1;
@@ -1097,7 +1114,7 @@ static int busy_poll_check(LoopCoreObject *self) {
             HandleObject *t = self->heap[i];
             if (!t->cancelled && timer_due(t->when, earliest)) {
                 t->scheduled_by = self->cur_event;
-                t->after_all = 0;
+                t->after_all = 0; /* made due by this step, not by its creation */
             }
         }
     self->now = earliest;
@@ -1400,12 +1417,18 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     cs_explorer *ex = self->ex;
     assert(!h->cancelled && h->callback); /* purge_cancelled runs before each choice */
     size_t ev = cs_trace_length(ex);
-    int64_t by = h->after_all ? CS_AFTER_ALL : h->scheduled_by;
+    int64_t by = h->scheduled_by;
     if (by >= (int64_t)ev) by = CS_SCHEDULED_BY_NONE;
     if (ensure_event(self, ev) < 0) return -1;
     self->choices[ev] = choice;
     Py_CLEAR(self->site_code[ev]);
-    if (cs_py_check(cs_step_begin(ex, h->actor, by)) < 0) return -1;
+    /* CS_AFTER_ALL with the barrier of the point where the handle became
+     * runnable, not the latest one: a timer made due by a clock advance may
+     * still be ready when the run ends and the runner makes handles (a later
+     * barrier), and the steps between the two stay concurrent with it */
+    int st = h->after_all ? cs_step_begin_after(ex, h->actor, h->after_len)
+                          : cs_step_begin(ex, h->actor, by);
+    if (cs_py_check(st) < 0) return -1;
     self->cur_actor = h->actor;
     self->cur_event = (int64_t)ev;
     self->in_step = 1;
@@ -1445,7 +1468,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     self->in_step = 0;
     self->cur_actor = CS_NO_ACTOR;
     self->cur_event = -1;
-    int st = cs_step_end(ex);
+    st = cs_step_end(ex);
     if (rc < 0) return -1;
     return cs_py_check(st);
 }

@@ -24,6 +24,7 @@ typedef struct {
     double when;         /* TimerHandle: the deadline in loop.time() units */
     uint64_t seq;        /* creation order on its loop (ties between equal deadlines) */
     int64_t scheduled_by; /* event that scheduled it, -1 outside steps */
+    size_t after_len;     /* after_all: the trace's length when it became runnable (loop.c) */
     cs_actor actor;       /* CS_NO_ACTOR without an explorer */
     PyObject *observes;   /* a future whose completion by counting scheduled it: its step
                              reads it, enabling (loop.c: record_shared_state), or NULL */

@@ -237,6 +237,14 @@ int cs_step_begin(cs_explorer *ex, cs_actor actor, int64_t scheduled_by);
  * (strict timer mode): the timers this made due run with CS_AFTER_ALL.  Call
  * it between steps. */
 int cs_clock_advance(cs_explorer *ex);
+/* cs_step_begin for a step made runnable at the point where the trace had
+ * `prefix` events (<= its length) and by nothing later: it happens after
+ * every event before that point, and only those, whatever barriers were
+ * recorded since; its scheduled_by reads CS_AFTER_ALL.  A timer made due by
+ * a clock advance that runs after a later barrier, or a step the front end
+ * made runnable between steps (a task it cancelled after the run's end: its
+ * decision read the state every earlier step left). */
+int cs_step_begin_after(cs_explorer *ex, cs_actor actor, size_t prefix);
 int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
                      cs_access_kind kind, uint32_t site);
 int cs_step_end(cs_explorer *ex);

@@ -15,6 +15,7 @@
 typedef struct {
     cs_actor actor;
     int64_t by;
+    int after; /* -1, or the prefix of a step begun with cs__trace_step_begin_after */
     int n;
     cs_access acc[MAXA];
 } gev;
@@ -30,6 +31,9 @@ static uint64_t lcg_state;
 static int gen_barriers;
 /* 1: gen() turns about one keyed access in three into a CS_ADD (commutative update) */
 static int gen_adds;
+/* 1: gen() gives about half of its CS_AFTER_ALL steps an explicit barrier, an
+ * earlier prefix (cs__trace_step_begin_after) */
+static int gen_prefixes;
 static uint32_t rnd(uint32_t bound) {
     lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
     return (uint32_t)((lcg_state >> 33) % bound);
@@ -42,6 +46,8 @@ static void gen(gtrace *g, int n, int n_actors, int n_objects, int n_keys) {
         e->actor = rnd((uint32_t)n_actors);
         uint32_t r = rnd(10);
         e->by = (i > 0 && r < 2) ? (int64_t)rnd((uint32_t)i) : (r == 2 && i > 0 ? CS_AFTER_ALL : -1);
+        e->after = -1;
+        if (gen_prefixes && e->by == CS_AFTER_ALL && rnd(2)) e->after = (int)rnd((uint32_t)i + 1);
         e->n = (int)rnd(MAXA + 1);
         for (int k = 0; k < e->n; k++) {
             e->acc[k].object = 100 + rnd((uint32_t)n_objects);
@@ -60,7 +66,9 @@ static int record(cs__trace *t, const gtrace *g) {
     cs__trace_reset(t);
     for (int i = 0; i < g->n; i++) {
         const gev *e = &g->e[i];
-        if (cs__trace_step_begin(t, e->actor, e->by)) return -1;
+        int rc = e->after >= 0 ? cs__trace_step_begin_after(t, e->actor, (size_t)e->after)
+                               : cs__trace_step_begin(t, e->actor, e->by);
+        if (rc) return -1;
         for (int k = 0; k < e->n; k++)
             if (cs__trace_access_add(t, e->acc[k].object, e->acc[k].key,
                                     (cs_access_kind)e->acc[k].kind, e->acc[k].site))
@@ -74,7 +82,10 @@ static bool ref_dep(const gtrace *g, int a, int b) {
     if (a > b) { int x = a; a = b; b = x; }
     const gev *x = &g->e[a], *y = &g->e[b];
     if (x->actor == y->actor) return true;
-    if (y->by == a || y->by == CS_AFTER_ALL) return true;
+    if (y->by == a) return true;
+    /* no cs__trace_barrier in these traces: CS_AFTER_ALL follows every earlier event, a
+     * given prefix only the events before it */
+    if (y->by == CS_AFTER_ALL && (y->after < 0 || a < y->after)) return true;
     for (int i = 0; i < x->n; i++)
         for (int j = 0; j < y->n; j++) {
             const cs_access *p = &x->acc[i], *q = &y->acc[j];
@@ -261,6 +272,18 @@ static void test_random_with_barriers_against_brute_force(void) {
     gen_barriers = 1;
     random_against_brute_force(4242);
     gen_barriers = 0;
+}
+
+/* The same with CS_AFTER_ALL steps whose barrier is an earlier prefix of the trace: they
+ * follow the events before it (its maximal events, recomputed from the covering relation),
+ * and only those. */
+static void test_random_with_prefix_barriers_against_brute_force(void) {
+    gen_prefixes = 1;
+    random_against_brute_force(9090);
+    gen_barriers = 1;
+    random_against_brute_force(9191);
+    gen_barriers = 0;
+    gen_prefixes = 0;
 }
 
 /* The same with commutative updates (CS_ADD) mixed in, and barriers: an add follows the
@@ -984,6 +1007,68 @@ static void test_barrier_after_clock_advance(void) {
     cs__trace_free(t);
 }
 
+/* A timer made due by a clock advance that runs after a later barrier (the
+ * front end's action at the run's end): begun with its own prefix, it follows
+ * the events before its advance only; a step begun after the later prefix
+ * follows those too, and the two stay concurrent.  Prefixes past the trace
+ * are refused. */
+static void test_steps_after_an_earlier_barrier(void) {
+    cs__trace *t = NULL;
+    CHECK_EQ(cs__trace_new(&t), CS_OK);
+    /* 0: a writes (1,0); 1: b writes (2,0); advance at 2;
+     * 2: c writes (3,0); 3: d writes (4,0); barrier at 4;
+     * 4: w after prefix 4 writes (5,0); 5: timer t after prefix 2 writes (6,0);
+     * 6: u after prefix 2 writes (3,0): a conflict with c, not the barrier */
+    cs__trace_step_begin(t, 0, -1);
+    cs__trace_access_add(t, 1, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 1, -1);
+    cs__trace_access_add(t, 2, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    CHECK_EQ(cs__trace_barrier(t), CS_OK);
+    cs__trace_step_begin(t, 2, -1);
+    cs__trace_access_add(t, 3, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    cs__trace_step_begin(t, 3, -1);
+    cs__trace_access_add(t, 4, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    CHECK_EQ(cs__trace_barrier(t), CS_OK);
+    CHECK_EQ(cs__trace_step_begin_after(t, 4, 4), CS_OK);
+    cs__trace_access_add(t, 5, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    CHECK_EQ(cs__trace_step_begin_after(t, 5, 2), CS_OK);
+    cs__trace_access_add(t, 6, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    CHECK_EQ(cs__trace_step_begin_after(t, 6, 2), CS_OK);
+    cs__trace_access_add(t, 3, 0, CS_WRITE, 0);
+    cs__trace_step_end(t);
+    CHECK_EQ(cs__trace_barrier_of(t, 4), 4);
+    CHECK_EQ(cs__trace_barrier_of(t, 5), 2);
+    CHECK_EQ(cs__trace_barrier_of(t, 6), 2);
+    for (size_t i = 0; i < 4; i++) CHECK(cs__trace_hb(t, i, 4));
+    CHECK(cs__trace_hb(t, 0, 5) && cs__trace_hb(t, 1, 5));
+    CHECK(!cs__trace_hb(t, 2, 5) && !cs__trace_hb(t, 3, 5) && !cs__trace_hb(t, 4, 5));
+    CHECK(!cs__trace_dep(t, 4, 5) && !cs__trace_dep(t, 2, 5));
+    CHECK(cs__trace_dep(t, 1, 5));
+    CHECK(cs__trace_hb(t, 2, 6) && !cs__trace_hb(t, 3, 6));
+    size_t p[8], np;
+    cs__trace_preds(t, 5, p, 8, &np);
+    CHECK_EQ(np, 2); /* the tips before the advance: 0 and 1 */
+    CHECK(p[0] < 2 && p[1] < 2);
+    cs__trace_preds(t, 4, p, 8, &np);
+    CHECK_EQ(np, 4); /* 0..3: nothing orders them */
+    /* a prefix equal to the trace's length: every earlier event */
+    CHECK_EQ(cs__trace_step_begin_after(t, 7, 7), CS_OK);
+    cs__trace_step_end(t);
+    for (size_t i = 0; i < 7; i++) CHECK(cs__trace_hb(t, i, 7));
+    CHECK_EQ(cs__trace_step_begin_after(t, 7, 9), CS_EINVAL);
+    CHECK_EQ(cs__trace_step_begin_after(t, CS_NO_ACTOR, 1), CS_EINVAL);
+    cs__trace_step_begin(t, 0, -1);
+    CHECK_EQ(cs__trace_step_begin_after(t, 1, 1), CS_ESTATE);
+    cs__trace_step_end(t);
+    cs__trace_free(t);
+}
+
 #define TESTS(X)                                                               \
     X(test_basic_clocks) X(test_wildcard_and_after_all)                        \
     X(test_random_against_brute_force) X(test_fingerprint)                     \
@@ -995,5 +1080,6 @@ static void test_barrier_after_clock_advance(void) {
     X(test_adds_and_an_enabling_read_by_hand)                                 \
     X(test_fingerprint_with_barriers) X(test_global_barrier_clocks)           \
     X(test_independent_tasks_linear) X(test_wide_random_against_brute_force)  \
-    X(test_object_names_never_collide)
+    X(test_object_names_never_collide) X(test_steps_after_an_earlier_barrier) \
+    X(test_random_with_prefix_barriers_against_brute_force)
 CTEST_MAIN()
