@@ -304,6 +304,7 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
     {
         cs_config own = *cfg;
         own.stable_objects = !prog->address_ids; /* numbered, not allocated */
+        own.fixed_step_accesses = 1; /* one access per step, its kind fixed */
         if ((rc = cs_explorer_new(&own, &ex))) goto cleanup;
     }
     for (size_t t = 0; t < nt; t++)

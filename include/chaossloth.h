@@ -185,6 +185,18 @@ typedef struct {
                                  CS_EXACT_TRACES), then estimated by a
                                  fixed-size HyperLogLog sketch (64 KB, 0.4%
                                  standard error): cs_stats.traces_estimated */
+    int fixed_step_accesses;  /* 1: a step's accesses never depend on the
+                                 values it reads from other steps, only on
+                                 its own actor's earlier steps (C programs:
+                                 one shared access per step, whose kind
+                                 never depends on a value).  0 (default): a
+                                 step may branch on what it read (a Python
+                                 step runs arbitrary code), so when DPOR
+                                 reverses a race whose later step read what
+                                 the earlier one wrote, it does not predict
+                                 that step's accesses from its previous run:
+                                 it treats it as dependent on everything
+                                 before it (sound; costs executions) */
 } cs_config;
 
 /* The default of cs_config.exact_traces: 2^16 = 65,536 fingerprints (a 1 MB

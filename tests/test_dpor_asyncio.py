@@ -535,24 +535,17 @@ def test_a_timer_still_ready_at_the_end_keeps_its_own_clock_advance() -> None:
 CROSSED_CANCELS = Program(workers=[[("cancel", 2)], [("cancel", 2)], []])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="unsound: DPOR misses w2, w0, w1 (both cancels find their task done); a step's "
-    "accesses depend on what it read, and the racing step e' of a reversal is compared by the "
-    "accesses it made after e, not those it makes without e",
-)
 def test_crossed_cancels_reach_every_outcome() -> None:
     """Found by the machinery generator (random examples).  The outcome where w2 ends before
-    w0 runs and w0 ends before w1 runs (both cancel() calls return False) is never explored.
+    w0 runs and w0 ends before w1 runs (both cancel() calls return False) was never explored.
     The first execution runs w0, w1, w2; its race (w0, w2) asks for w2 first, which the
     branch w1 is judged to cover (w1 and w2 are independent).  Below w1, w0's step is the
     start of a cancelled task: it never calls cancel() and no longer races with w2.  Its race
-    with w1 asks for w2, w0 before w1, but w0 sleeps at that position and, by the accesses
-    its step made after w1 cancelled it, is independent of w2: judged covered too, while
-    w0's step without w1 first (its sleeping event) does conflict with w2.  Treating e' as
-    unknown (dependent with everything) in those checks finds the outcome but loses others
-    on tests/c/test_dpor.c's generated programs (the wakeup trees' invariants need more than
-    that), so it is pinned here."""
+    with w1 asks for w2, w0 before w1, and DPOR judged it covered by w0's sleeping event,
+    using the accesses w0's step made *after* w1 cancelled it (independent of w2), while w0
+    run first calls cancel() and conflicts with w2.  A step that read what the racing step
+    wrote may branch differently once moved before it: DPOR now takes it as dependent on
+    everything before it in the reversal (cs_config.fixed_step_accesses = 0)."""
     mod = load(CROSSED_CANCELS)
     ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP)
     dp_outs, dp_res = outcomes(mod, "dpor", max_executions=EXHAUSTIVE_CAP)
@@ -571,12 +564,9 @@ CANCEL_CHAIN = Program(
 )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="unsound: the defect of test_crossed_cancels_reach_every_outcome"
-)
 def test_a_cancel_chain_reaches_every_outcome() -> None:
     """Found by the machinery generator after the program above was pinned: the same defect
-    in another shape.  The outcome DPOR misses: w1 ends before w0 cancels it and w0 ends
+    in another shape.  The outcome DPOR missed: w1 ends before w0 cancels it and w0 ends
     before w2 cancels it (both cancel() calls return False)."""
     mod = load(CANCEL_CHAIN)
     ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP)
