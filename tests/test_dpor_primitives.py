@@ -31,6 +31,16 @@ from chaossloth.capture import sync
 EXAMPLES = int(os.environ.get("CHAOSSLOTH_PRIMITIVE_EXAMPLES", "10"))
 
 
+#: the generated-program properties: EXAMPLES examples, derandomized unless
+#: CHAOSSLOTH_SOUNDNESS_RANDOM is set
+_GENERATED = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=os.environ.get("CHAOSSLOTH_SOUNDNESS_RANDOM") is None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
 def _final(r: runner.ExecutionResult, box: dict[str, Any]) -> Any:
     failure = (r.failure.kind, r.failure.type_name) if r.failure else None
     return (r.outcome, failure, box.get("final"))
@@ -410,12 +420,7 @@ def _program(kind: str, permits: int, jobs: list[list[Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=os.environ.get("CHAOSSLOTH_SOUNDNESS_RANDOM") is None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+@_GENERATED
 @given(
     kind=st.sampled_from(["Semaphore", "BoundedSemaphore"]),
     permits=st.integers(1, 3),
@@ -486,12 +491,7 @@ def _queue_program(kind: str, maxsize: int, prefill: int, jobs: list[list[str]])
     return "\n".join(lines) + "\n"
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=os.environ.get("CHAOSSLOTH_SOUNDNESS_RANDOM") is None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+@_GENERATED
 @given(
     kind=st.sampled_from(["Queue", "Queue", "LifoQueue"]),
     maxsize=st.integers(0, 2),
