@@ -18,6 +18,8 @@
  *                              before 3.14) in all three
  *   co_filename, func_qualname, PyCFunctionObject.m_ml: fields of the
  *                              non-limited object layouts, identical in all three
+ *   dict version               ma_version_tag   same, deprecated same, deprecated
+ *                              (private)        (dict watchers)  (dict watchers)
  */
 #include "compat.h"
 
@@ -163,4 +165,26 @@ PyObject *cs_compat_function_qualname(PyObject *fn) {
 
 const char *cs_compat_cfunction_name(PyObject *cb) {
     return ((PyCFunctionObject *)cb)->m_ml->ml_name;
+}
+
+/* -------------------------------------------------------- dict versions */
+
+/* Why: the runner asks, around every execution, whether the program changed
+ * sys.modules (runner._ModuleTable); copying and comparing the table each
+ * time cost more than a small execution.  PyDictObject.ma_version_tag: in
+ * 3.11, 3.12 and 3.13 every change of a dict's contents stores a fresh value
+ * of a process-wide counter into it (3.12 and 3.13 keep the dict watchers'
+ * bits in its low bits, which only change with the watchers); deprecated
+ * since 3.12 for the dict watchers, which 3.11 lacks, and still maintained by
+ * every mutation path in 3.13.  So an unchanged tag means unchanged contents
+ * (the converse need not hold: a change undone still changes it). */
+uint64_t cs_compat_dict_version(PyObject *dict) {
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)dict)->ma_version_tag;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 }

@@ -55,4 +55,9 @@ PyObject *cs_compat_function_qualname(PyObject *fn);
 /* A builtin function's C name (`cb` must pass PyCFunction_Check). */
 const char *cs_compat_cfunction_name(PyObject *cb);
 
+/* The version tag of a dict (`dict` must be one): equal tags at two moments
+ * mean its contents did not change in between (compat.c says why and where it
+ * holds).  Never raises. */
+uint64_t cs_compat_dict_version(PyObject *dict);
+
 #endif

@@ -41,24 +41,34 @@ int cs_py_check(int status) {
  * it. */
 static const void *active_owner;
 static PyObject *active_explorer;
-static PyObject *active_owner_repr; /* for the error message */
+/* for the error message: the owner's type (a strong reference) and address;
+ * not its repr, which would run Python code on every execution's claim */
+static PyObject *active_owner_type;
+static const void *active_owner_addr;
 
 int cs_exploration_claim(const void *owner, PyObject *owner_obj, PyObject *explorer) {
     cs_explorer *ex = cs_py_explorer_get(explorer);
     if (!ex) return -1;
     if (active_owner && active_owner != owner) {
-        PyErr_Format(cs_ExplorationActiveError,
-                     "another exploration is active in this process (its explorer is attached "
-                     "to %U): ChaosSloth runs one exploration per process; detach it first "
-                     "(loop._cs_detach(), loop.close(), or _core.hooks_attach(None))",
-                     active_owner_repr);
+        if (active_owner_type)
+            PyErr_Format(cs_ExplorationActiveError,
+                         "another exploration is active in this process (its explorer is "
+                         "attached to <%s object at %p>): ChaosSloth runs one exploration per "
+                         "process; detach it first (loop._cs_detach(), loop.close(), or "
+                         "_core.hooks_attach(None))",
+                         ((PyTypeObject *)active_owner_type)->tp_name, active_owner_addr);
+        else
+            PyErr_SetString(cs_ExplorationActiveError,
+                            "another exploration is active in this process (its explorer is "
+                            "attached to the hooks): ChaosSloth runs one exploration per "
+                            "process; detach it first (loop._cs_detach(), loop.close(), or "
+                            "_core.hooks_attach(None))");
         return -1;
     }
     if (active_owner == owner && active_explorer == explorer && cs_hooks_get_explorer() == ex)
         return 0; /* already claimed: keep this execution's hook state */
-    PyObject *r = owner_obj ? PyObject_Repr(owner_obj) : PyUnicode_FromString("the hooks");
-    if (!r) return -1;
-    Py_XSETREF(active_owner_repr, r);
+    Py_XSETREF(active_owner_type, owner_obj ? Py_NewRef((PyObject *)Py_TYPE(owner_obj)) : NULL);
+    active_owner_addr = owner_obj;
     Py_XSETREF(active_explorer, Py_NewRef(explorer));
     active_owner = owner;
     cs_hooks_set_explorer(ex);
@@ -69,7 +79,7 @@ void cs_exploration_release(const void *owner) {
     if (!owner || active_owner != owner) return;
     active_owner = NULL;
     cs_hooks_set_explorer(NULL);
-    Py_CLEAR(active_owner_repr);
+    Py_CLEAR(active_owner_type);
     Py_CLEAR(active_explorer); /* last: may free the explorer */
 }
 
@@ -77,10 +87,21 @@ int cs_exploration_owned_by(const void *owner) { return owner && active_owner ==
 
 /* ------------------------------------------------------------ module init */
 
+static PyObject *module_dict_version(PyObject *Py_UNUSED(m), PyObject *d) {
+    if (!PyDict_Check(d)) {
+        PyErr_SetString(PyExc_TypeError, "dict_version() expects a dict");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(cs_compat_dict_version(d));
+}
+
 static PyMethodDef module_methods[] = {
     {"_compat_check", (PyCFunction)(void (*)(void))cs_compat_check, METH_FASTCALL,
      "_compat_check(c_task, c_step, c_wakeup, py_step, py_wakeup): verify the CPython layouts "
      "the extension relies on against probe objects (chaossloth.compat calls it at import)."},
+    {"dict_version", (PyCFunction)module_dict_version, METH_O,
+     "dict_version(d) -> int: a tag that every change of the dict's contents changes (equal "
+     "tags: the contents did not change in between; runner._ModuleTable)."},
     {NULL, NULL, 0, NULL},
 };
 

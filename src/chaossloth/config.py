@@ -239,16 +239,16 @@ class Config:
 
     def __post_init__(self) -> None:
         # every field: its type (bools and strings by their annotation); then the ranges
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if f.type == "bool" and not isinstance(v, bool):
-                raise InputError(f"option {f.name} must be True or False, not {v!r}")
-            if f.type == "str | None" and v is not None and not isinstance(v, str):
-                raise InputError(f"option {f.name} must be a string, not {v!r}")
-            if f.type == "tuple[str, ...]" and not (
+        for name, annotation in _typed_fields():
+            v = getattr(self, name)
+            if annotation == "bool" and not isinstance(v, bool):
+                raise InputError(f"option {name} must be True or False, not {v!r}")
+            if annotation == "str | None" and v is not None and not isinstance(v, str):
+                raise InputError(f"option {name} must be a string, not {v!r}")
+            if annotation == "tuple[str, ...]" and not (
                 isinstance(v, tuple) and all(isinstance(x, str) for x in v)
             ):
-                raise InputError(f"option {f.name} must be a tuple of strings, not {v!r}")
+                raise InputError(f"option {name} must be a tuple of strings, not {v!r}")
         _check_choice("strategy", self.strategy, ALL_STRATEGIES)
         _check_choice("timers", self.timers, TIMER_MODES)
         _check_int("tasks", self.tasks, minimum=1, below=MAX_TASKS + 1)
@@ -283,12 +283,16 @@ class Config:
 
     def replace(self, **options: Any) -> Config:
         """A copy with `options` changed; an unknown name or a bad value is an InputError."""
-        unknown = sorted(set(options) - set(NAMES))
-        if unknown:
+        if not options:
+            return self  # frozen: the copy would be equal in every way that can be seen
+        if not _NAME_SET.issuperset(options):
+            unknown = sorted(set(options) - _NAME_SET)
             raise InputError(
                 f"unknown option(s): {', '.join(unknown)} (options: {', '.join(NAMES)})"
             )
-        return dataclasses.replace(self, **options)
+        changed = dict(self.__dict__)
+        changed.update(options)
+        return Config(**changed)
 
     def time_budget(self) -> float | None:
         """The commands' time limit: time_limit, else DEFAULT_TIME_LIMIT unless a
@@ -296,6 +300,22 @@ class Config:
         if self.time_limit is not None:
             return self.time_limit
         return None if self.max_executions else DEFAULT_TIME_LIMIT
+
+
+#: Config's fields whose annotation __post_init__ checks: (name, annotation), made once
+#: (dataclasses.fields() on every construction cost more than the checks; the runner makes a
+#: Config per exploration)
+_TYPED_FIELDS: list[tuple[str, str]] = []
+
+
+def _typed_fields() -> list[tuple[str, str]]:
+    if not _TYPED_FIELDS:
+        _TYPED_FIELDS.extend(
+            (f.name, str(f.type))
+            for f in dataclasses.fields(Config)
+            if f.type in ("bool", "str | None", "tuple[str, ...]")
+        )
+    return _TYPED_FIELDS
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
@@ -325,6 +345,7 @@ def _check_seconds(name: str, value: Any) -> None:
 
 #: The names of every option, in declaration order.
 NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Config))
+_NAME_SET = frozenset(NAMES)
 #: Every option at its default.
 DEFAULTS = Config()
 

@@ -393,9 +393,24 @@ class _ModuleTable:
 
     #: the table of the execution running now, or None
     active: _ModuleTable | None = None
+    #: the last copy of ``sys.modules`` taken, and the table's version tag then: executions
+    #: that find the table unchanged (most: only a first import changes it) share that copy,
+    #: which nobody ever mutates
+    _copy: dict[str, Any] | None = None
+    _copy_version = -1
+    _copy_of: dict[str, Any] | None = None
+
+    __slots__ = ("saved", "table", "version")
 
     def __init__(self) -> None:
-        self.saved = dict(sys.modules)
+        mods = sys.modules
+        version = _core.dict_version(mods)
+        cls = _ModuleTable
+        if cls._copy is None or version != cls._copy_version or mods is not cls._copy_of:
+            cls._copy, cls._copy_version, cls._copy_of = dict(mods), version, mods
+        self.saved: dict[str, Any] = cls._copy
+        self.table = mods
+        self.version = version
 
     @contextlib.contextmanager
     def tool_view(self) -> Iterator[None]:
@@ -416,6 +431,8 @@ class _ModuleTable:
 
     def restore(self) -> None:
         mods = sys.modules
+        if mods is self.table and _core.dict_version(mods) == self.version:
+            return  # no change of the table since the execution began (compat.c: dict versions)
         saved = self.saved
         # the common cases, checked in C: the table as it was (equal sizes: `==` compares the
         # same pairs as `<=` would, without making a tuple per entry), or modules added

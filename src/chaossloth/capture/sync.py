@@ -33,7 +33,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable, Generator, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from chaossloth import _core
 from chaossloth.capture import sites
@@ -438,6 +438,7 @@ def _wrap(cls: type, name: str, orig: Any, kind: int) -> Any:
 
 
 _lock = threading.Lock()
+_SPEC_CLASSES = tuple(SPEC)
 _depth = 0
 _saved: list[tuple[type, str, Any]] = []
 #: (class, method) -> (original, its wrapper): an exploration installs once per execution, and
@@ -454,6 +455,15 @@ def _wrapper_of(cls: type, name: str, orig: Any, kind: int) -> Any:
     return w
 
 
+class _Plan:
+    """The wrappers the last install set, as a list in SPEC's order and as the set handed to
+    the hooks: an exploration installs once per phase, and the next install that sets the
+    same wrappers reuses the set."""
+
+    wrappers: ClassVar[list[Any]] = []
+    registered: frozenset[Any] = frozenset()
+
+
 def install() -> int:
     """Wraps the primitives' methods (nested calls only count).  Returns a token for
     :func:`uninstall`."""
@@ -461,17 +471,22 @@ def install() -> int:
     with _lock:
         _depth += 1
         if _depth == 1:
+            wrappers = []
             for cls, methods in SPEC.items():
                 for name, kind in methods.items():
                     orig = cls.__dict__.get(name)
                     if orig is None:
                         continue
                     _saved.append((cls, name, orig))
-                    setattr(cls, name, _wrapper_of(cls, name, orig, kind))
+                    wrapper = _wrapper_of(cls, name, orig, kind)
+                    wrappers.append(wrapper)
+                    setattr(cls, name, wrapper)
+            if wrappers != _Plan.wrappers:
+                _Plan.wrappers, _Plan.registered = wrappers, frozenset(wrappers)
             # a call site of a wrapped method records only the attribute it looks up, not a
             # write of the whole receiver: the wrapper records the primitive's state itself,
             # under keys of its own, so code storing into a primitive's attribute writes all
-            _core.set_self_recording(frozenset(getattr(c, n) for c, n, _ in _saved), tuple(SPEC))
+            _core.set_self_recording(_Plan.registered, _SPEC_CLASSES)
         return _depth
 
 
