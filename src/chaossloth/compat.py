@@ -98,6 +98,21 @@ except ImportError:
 PY_FUTURE: type = getattr(futures, "_PyFuture", None)  # type: ignore[assignment]
 PY_TASK: type = getattr(tasks, "_PyTask", None)  # type: ignore[assignment]
 
+#: asyncio's registries of live tasks: the WeakSet every task joins when it is scheduled (3.11's
+#: ``_all_tasks``, 3.12+'s ``_scheduled_tasks``: the C accelerator registers into the same set)
+#: and, 3.12+, the set of eager tasks that have not suspended yet
+SCHEDULED_TASKS: Any = getattr(
+    tasks, "_scheduled_tasks" if sys.version_info >= (3, 12) else "_all_tasks", None
+)
+EAGER_TASKS: Any = getattr(tasks, "_eager_tasks", None) if sys.version_info >= (3, 12) else ()
+
+
+def registered_task_count() -> int:
+    """How many live tasks asyncio's registries hold, of every loop (all_tasks() without
+    its scan)."""
+    return len(SCHEDULED_TASKS) + len(EAGER_TASKS)
+
+
 _REQUIRED: tuple[tuple[Any, str, str], ...] = (
     (PY_FUTURE, "_Future__schedule_callbacks", "asyncio.futures._PyFuture"),
     (PY_TASK, "_Task__step", "asyncio.tasks._PyTask"),
@@ -123,6 +138,8 @@ def _check_python_side() -> None:
     for owner, name, where in _REQUIRED:
         if owner is None or name not in vars(owner):
             raise _unsupported(f"{where}.{name} is missing")
+    if SCHEDULED_TASKS is None or EAGER_TASKS is None:
+        raise _unsupported("asyncio.tasks has no registry of scheduled (or eager) tasks")
     if not hasattr(events.BaseDefaultEventLoopPolicy._Local, "_loop"):
         raise _unsupported("the default event loop policy has no private loop slot (_local._loop)")
     table = symtable.symtable("def f():\n    k = 0\n    [lambda: (i, k) for i in ()]\n", "", "exec")

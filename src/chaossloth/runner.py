@@ -947,11 +947,17 @@ class _Driver:
         # cancelled in creation order (`tasks`, the execution's tracked tasks; any other task
         # after them): all_tasks() iterates a WeakSet, whose order follows addresses, and the
         # order of the cancellations is the order their steps become ready
-        created = {id(t): i for i, t in enumerate(tasks)}
-        pending = sorted(
-            (t for t in asyncio.all_tasks(loop) if not t.done()),
-            key=lambda t: created.get(id(t), len(created)),
-        )
+        if compat.registered_task_count() == len(tasks):
+            # the tracked tasks are alive (held by `tasks`) and registered, so asyncio's
+            # registries hold them and nothing else: all_tasks() would find them, in any order
+            done = _PyFuture.done
+            pending = [t for t in tasks if not done(t) and t._loop is loop]
+        else:
+            created = {id(t): i for i, t in enumerate(tasks)}
+            pending = sorted(
+                (t for t in asyncio.all_tasks(loop) if not t.done()),
+                key=lambda t: created.get(id(t), len(created)),
+            )
         if pending:
             for t in pending:
                 t.cancel()
