@@ -673,7 +673,15 @@ class _Namespace:
     containers' contents (changed in place, unseen by the snapshot) are put back
     (:meth:`put_back_contents`, in the order restore puts them back)."""
 
-    __slots__ = ("_containers", "_keys", "_public_only", "_values", "bindings", "contents")
+    __slots__ = (
+        "_containers",
+        "_keys",
+        "_public_only",
+        "_values",
+        "_version",
+        "bindings",
+        "contents",
+    )
 
     def __init__(
         self, bindings: dict[str, Any], contents: dict[str, Any], public_only: bool = False
@@ -687,6 +695,10 @@ class _Namespace:
         self._values: tuple[Any, ...] = ()
         #: the bindings leave out the dunder names (a class's attributes)
         self._public_only = public_only
+        #: the snapshot's namespace's version tag when it is a dict (a module's globals), or
+        #: -1: dict versions are fresh values of a process-wide counter, so an equal tag is
+        #: that very dict with the snapshot's very entries (compat.c: dict versions)
+        self._version = -1
 
     @classmethod
     def of(
@@ -715,13 +727,17 @@ class _Namespace:
             k in bindings and ns[k] is bindings[k] for k in names
         ):
             self._keys, self._values = tuple(ns), tuple(ns.values())
+            self._version = _core.dict_version(ns) if type(ns) is dict else -1
         else:
-            self._keys, self._values = None, ()
+            self._keys, self._values, self._version = None, (), -1
 
     def unchanged(self, ns: Any) -> bool:
         """Every entry of `ns` (the live namespace) is, in order, the identical key bound to
         the identical value of the snapshot."""
         keys = self._keys
+        if keys is not None and self._version >= 0 and type(ns) is dict:
+            if _core.dict_version(ns) == self._version:
+                return True
         return (
             keys is not None
             and len(ns) == len(keys)
