@@ -747,3 +747,113 @@ def test_a_cached_verdict_gets_its_message_from_the_execution_that_keeps_it(
     assert message == failing.failure.message and message.startswith("not serializable")
     third, build = driver._judge(failing.schedule, failing.value)
     assert build is None and third is not None and third.message == message
+
+
+LEFTOVERS = """\
+import asyncio
+
+cancelled = []
+
+
+async def linger(name):
+    try:
+        await asyncio.sleep(10)
+    except asyncio.CancelledError:  # not GeneratorExit: a coroutine closed unfinished
+        cancelled.append(name)
+        raise
+
+
+def plain_task(loop, coro, **kw):
+    return asyncio.Task(coro, loop=loop, **kw)
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    asyncio.create_task(linger("tracked"))
+    {untracked}
+    asyncio.create_task(linger("last"))
+    await asyncio.sleep(0)
+    assert cancelled == [], cancelled
+"""
+
+
+@pytest.mark.parametrize(
+    ("untracked", "expected"),
+    [
+        ("pass", ["tracked", "last"]),
+        (
+            "loop.set_task_factory(plain_task); asyncio.create_task(linger('factory'))",
+            ["tracked", "factory", "last"],
+        ),
+        ("asyncio.Task(linger('constructed'), loop=loop)", ["tracked", "last", "constructed"]),
+    ],
+    ids=["tracked-only", "task-factory", "constructed"],
+)
+def test_the_tasks_an_execution_leaves_pending_are_cancelled_whatever_made_them(
+    tmp_path: Path, untracked: str, expected: list[str]
+) -> None:
+    """asyncio.run's rule: every task the main task left pending is cancelled, the ones the
+    runner does not track (a task factory's, a Task constructed directly) as well as its own
+    (asyncio's registries then hold more than the tracked tasks: all_tasks() is scanned).
+    Cancelled in creation order, untracked tasks after the tracked ones (the factory's
+    last task is a plain Task too)."""
+    p = _write(tmp_path, "leftovers.py", LEFTOVERS.replace("{untracked}", untracked))
+    prog = scenario.load_scenario(p)
+    try:
+        r = runner.run_once(prog.factory)
+        assert r.failure is None, r.failure
+        cancelled = prog.factory.__globals__["cancelled"]  # the program's module's list
+    finally:
+        prog.release()
+    if "factory" in untracked:
+        # both of the factory's tasks are untracked: their order is all_tasks()'s
+        assert cancelled[0] == "tracked" and sorted(cancelled) == sorted(expected)
+    else:
+        assert cancelled == expected
+
+
+def test_the_module_table_is_put_back_after_an_execution_that_changed_it(
+    tmp_path: Path,
+) -> None:
+    """An execution that replaces, adds or removes sys.modules entries: what it replaced or
+    removed is back after it (the version-tag fast path must not hide a change), and an
+    execution that changes nothing leaves the table as it is."""
+    import sys
+    import types
+
+    p = _write(
+        tmp_path,
+        "table.py",
+        """\
+        import sys
+        import types
+
+        async def main():
+            sys.modules["colorsys"] = types.ModuleType("impostor")
+            sys.modules.pop("cs_table_probe", None)
+            sys.modules["cs_table_added"] = types.ModuleType("added")
+        """,
+    )
+    import colorsys
+
+    probe = types.ModuleType("cs_table_probe")
+    sys.modules["cs_table_probe"] = probe
+    prog = scenario.load_scenario(p)
+    try:
+        for _ in range(3):
+            r = runner.run_once(prog.factory)
+            assert r.failure is None
+            assert sys.modules["colorsys"] is colorsys
+            assert sys.modules["cs_table_probe"] is probe
+        quiet = _write(tmp_path, "quiet.py", "async def main():\n    pass\n")
+        qprog = scenario.load_scenario(quiet)
+        try:
+            before = dict(sys.modules)
+            runner.run_once(qprog.factory)
+            assert sys.modules == before
+        finally:
+            qprog.release()
+    finally:
+        prog.release()
+        sys.modules.pop("cs_table_probe", None)
+        sys.modules.pop("cs_table_added", None)
