@@ -71,6 +71,12 @@ int cs_hooks_sweep(void);
  * record_shared_state. */
 extern int cs_hooks_quiet_reads;
 
+/* loop.c: the actor of the step a LoopCore is running on this thread: 1 with *out set, 0 when
+ * no LoopCore's steps run on this thread or no actor's step is open.  What
+ * asyncio.events._get_running_loop()._cs_actor tells while a controlled loop runs its steps,
+ * without the call (nor its getpid()).  Never raises. */
+int cs_loop_running_actor(cs_actor *out);
+
 int cs_register_handles(PyObject *module);
 int cs_register_loop(PyObject *module);
 int cs_register_hooks(PyObject *module);

@@ -510,6 +510,9 @@ static uint64_t fresh_origin;
 static PyObject *get_running_loop; /* asyncio.events._get_running_loop */
 
 static int current_actor(cs_actor *out) {
+    /* the common case, answered by the loop core itself; any other (a loop of another kind
+     * running on this thread) through asyncio */
+    if (cs_loop_running_actor(out)) return 1;
     if (!get_running_loop) {
         PyObject *mod = PyImport_ImportModule("asyncio.events");
         if (!mod) return -1;

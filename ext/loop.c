@@ -1557,6 +1557,21 @@ static int run_explorer(LoopCoreObject *self) {
     }
 }
 
+/* The LoopCore whose _run_steps runs now, innermost, with its thread: the running loop of that
+ * thread for the hooks' naming (cs_loop_running_actor).  asyncio runs one loop per thread at a
+ * time, and a loop running on another thread inside a step (a program's own thread) is not
+ * the one a hook on this thread asks about: the thread is compared. */
+static LoopCoreObject *running_core;
+static unsigned long running_core_thread;
+
+int cs_loop_running_actor(cs_actor *out) {
+    LoopCoreObject *core = running_core;
+    if (!core || running_core_thread != PyThread_get_thread_ident()) return 0;
+    if (core->cur_actor == CS_NO_ACTOR) return 0;
+    *out = core->cur_actor;
+    return 1;
+}
+
 static PyObject *loop_run_steps(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
     if (self->running) {
         PyErr_SetString(PyExc_RuntimeError, "This event loop is already running");
@@ -1565,6 +1580,10 @@ static PyObject *loop_run_steps(LoopCoreObject *self, PyObject *Py_UNUSED(unused
     unsigned long prev_owner = self->owner_thread;
     self->owner_thread = PyThread_get_thread_ident();
     self->running = 1;
+    LoopCoreObject *outer_core = running_core;
+    unsigned long outer_thread = running_core_thread;
+    running_core = self;
+    running_core_thread = self->owner_thread;
     int rc;
     if (self->ex) {
         /* the slot is this loop's since attach (a no-op then); claimed again in case it was
@@ -1574,6 +1593,8 @@ static PyObject *loop_run_steps(LoopCoreObject *self, PyObject *Py_UNUSED(unused
     } else {
         rc = run_fifo(self);
     }
+    running_core = outer_core;
+    running_core_thread = outer_thread;
     self->running = 0;
     self->owner_thread = prev_owner;
     if (rc < 0) {
