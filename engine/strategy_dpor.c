@@ -79,6 +79,11 @@ typedef struct {
     bool after_all;    /* scheduled_by == CS_AFTER_ALL */
     bool known;        /* false until the event has been observed or inserted;
                           an unknown event is dependent with everything */
+    bool exact;        /* its accesses are those it makes where it stands: it
+                          has run there, or it was inserted as an event of
+                          notdep(e, E) under nodes that are exact or matched by
+                          actor (not a reversed step predicted from its run
+                          elsewhere) */
     uint32_t anchor;   /* its names are valid for the first `anchor` steps of
                           the current stack (ANCHOR_NOW: a trace event) */
     uint32_t n_acc;
@@ -252,6 +257,63 @@ static bool asleep(const position *p, cs_actor a) {
     return false;
 }
 
+/* Is the branch `c`, taken where `sleep` (n entries) is the sleep set,
+ * redundant?  It is when its actor sleeps there: every trace through it is
+ * covered by the finished branch of that sleeper.  It is also when every
+ * branch below it is redundant where c leads, with the sleep set c leaves
+ * there (the sleepers independent of c), judged only through exact nodes
+ * (an inexact label could hide a conflict that wakes a sleeper) and at most
+ * `depth` levels down.  A node without children is a leaf: a free choice
+ * follows it, so it is redundant only if asleep.
+ *
+ * This repairs what the wakeup tree's insertion cannot know: a reversed
+ * step whose accesses depend on what it reads (!fixed_accesses) enters the
+ * tree predicted from a run in another context, so a sequence may be
+ * inserted that a branch explored later covers; the branches explored since
+ * then sleep with the accesses they really made. */
+static int redundant(const node *c, const sleeper *sleep, uint32_t n, unsigned depth,
+                     bool *out) {
+    *out = false;
+    for (uint32_t i = 0; i < n; i++)
+        if (sleep[i].actor == c->ev.actor) {
+            *out = true;
+            return CS_OK;
+        }
+    if (!c->first || !c->ev.exact || depth == 0 || n == 0) return CS_OK;
+    sleeper *after = malloc(n * sizeof *after);
+    if (!after) return CS_ENOMEM;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!dep_ev(sleep[i].ev, &c->ev)) after[m++] = sleep[i];
+    bool all = m > 0;
+    int rc = CS_OK;
+    for (const node *d = c->first; d && all && rc == CS_OK; d = d->next)
+        rc = redundant(d, after, m, depth - 1, &all);
+    free(after);
+    *out = rc == CS_OK && all;
+    return rc;
+}
+
+#define REDUNDANT_DEPTH 16 /* bounds redundant()'s recursion (and its cost) */
+
+/* Drops the leading branches of position p that are redundant (freed, not
+ * put to sleep: nothing below them was explored). */
+static int drop_redundant(position *p) {
+    node *r = p->root;
+    while (r->first) {
+        bool red;
+        int rc = redundant(r->first, p->sleep, p->n_sleep, REDUNDANT_DEPTH, &red);
+        if (rc) return rc;
+        if (!red) break;
+        node *c = r->first;
+        r->first = c->next;
+        if (r->last == c) r->last = NULL;
+        c->next = NULL;
+        node_free(c);
+    }
+    return CS_OK;
+}
+
 /* ------------------------------------------------------- lifecycle */
 
 static int dpor_create(cs_explorer *ex, const cs_config *cfg, void **state) {
@@ -316,6 +378,19 @@ static int dpor_choose(cs_explorer *ex, void *state, size_t step,
     if (step != s->depth || step >= s->n_pos) return CS_EINVAL;
     position *p = &s->pos[step];
     node *c = p->root->first;
+    if (c && step > s->branch) {
+        /* a wakeup sequence below the new branch: its sleep set is known
+         * only now */
+        int rc = drop_redundant(p);
+        if (rc) return rc;
+        c = p->root->first;
+        if (!c) {
+            /* every continuation prescribed here is covered elsewhere */
+            s->blocked_now = true;
+            cs__explorer_count_blocked(ex);
+            return CS_EBLOCKED;
+        }
+    }
     if (c) {
         /* prescribed: the prefix being replayed or a wakeup sequence */
         for (size_t i = 0; i < n; i++)
@@ -354,6 +429,7 @@ static int trace_wevent(const cs__trace *t, bool stable, size_t k, wevent *out,
     out->sb_step = 0;
     out->after_all = e.scheduled_by == CS_AFTER_ALL;
     out->known = true;
+    out->exact = true;
     out->anchor = ANCHOR_NOW;
     if (e.scheduled_by >= 0) {
         cs_event by;
@@ -463,6 +539,9 @@ typedef struct {
     const cs__trace *t;
     size_t vlen;
     size_t remaining;
+    bool unstable; /* e' (the last element) read what e wrote and steps may
+                      branch on what they read: its accesses where v puts it
+                      are not known */
 } seqv;
 
 static bool hb_v(const seqv *v, size_t m, size_t k) {
@@ -492,6 +571,10 @@ static bool weak_initial(const seqv *v, cs_actor a, const wevent *ev, size_t *at
 static int insert_v(seqv *v, node *root, uint32_t at_pos) {
     dpor_state *s = v->s;
     node *n = root;
+    /* the appended events run after the matched path instead of the part of
+     * v they replace: they run as recorded only if every node matched by
+     * independence (rather than as an element of v) is exact */
+    bool exact = true;
     for (;;) {
         if (v->remaining == 0) return CS_OK;
         if (n != root && !n->first) return CS_OK; /* a leaf covers v */
@@ -506,6 +589,8 @@ static int insert_v(seqv *v, node *root, uint32_t at_pos) {
         if (at < v->vlen) {
             s->vremoved[at] = true;
             v->remaining--;
+        } else if (!match->ev.exact) {
+            exact = false;
         }
         n = match;
     }
@@ -520,6 +605,7 @@ static int insert_v(seqv *v, node *root, uint32_t at_pos) {
         }
         /* v runs after E' = pre(E, e): only that prefix is shared */
         c->ev.anchor = at_pos;
+        c->ev.exact = exact && !(k == v->vlen - 1 && v->unstable);
         node_append(n, c);
         n = c;
     }
@@ -552,8 +638,8 @@ static bool reads_written(const wevent *reader, const wevent *writer) {
  * event as well lost an outcome of tests/test_soundness_grammar.py: a node's
  * inserted accesses are what later insertions are matched against.) */
 static int race(dpor_state *s, const cs__trace *t, size_t i, size_t j) {
-    seqv v = {s, t, 0, 0};
     bool unstable = !s->fixed_accesses && reads_written(&s->tev[j], &s->tev[i]);
+    seqv v = {s, t, 0, 0, unstable};
     /* notdep(e, E) over the whole execution, events after e' included (as
      * in the paper): with data-dependent control flow a shorter v can be
      * judged covered by a branch that never leads to the reversed trace */
@@ -719,6 +805,7 @@ static int dpor_end(cs_explorer *ex, void *state, int outcome) {
     }
     for (;;) {
         position *p = &s->pos[k];
+        if ((rc = drop_redundant(p))) return rc;
         if (p->root->first) {
             s->branch = k;
             /* positions past k are rebuilt by the next execution */
