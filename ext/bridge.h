@@ -60,6 +60,10 @@ cs_explorer *cs_hooks_get_explorer(void);
  * what the program observes (hooks.c, "object lifetimes").
  * 0 when nothing is recorded (no explorer, no open step), -1 with an exception. */
 int cs_hooks_record_object(PyObject *obj, int kind);
+/* The access of a task that its own step makes inside the C Task, where no recording method
+ * sees it: a read when the step begins (whether it is done, cancelled, what it waits for),
+ * a write when the step completes it; at the sites set_task_sites names. */
+int cs_hooks_record_task(PyObject *task, int kind);
 /* The same on (obj, key): key as the hooks name subscripts (a str is a key,
  * an object of a user type the whole object). */
 int cs_hooks_record_key(PyObject *obj, PyObject *key, int kind);

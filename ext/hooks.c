@@ -994,6 +994,16 @@ int cs_hooks_record_object(PyObject *obj, int kind) {
     return record(obj, CS_KEY_WHOLE, kind, NULL, NULL, NULL);
 }
 
+/* The sites of the task accesses the loop core records (set_task_sites): capture/sync.py's
+ * "Task.step()" and "Task.complete()", registered like its other sites. */
+static PyObject *task_step_site, *task_complete_site;
+
+int cs_hooks_record_task(PyObject *task, int kind) {
+    if (!hooks_ex) return 0;
+    PyObject *site = (kind & CS_KIND_MASK) == CS_READ ? task_step_site : task_complete_site;
+    return record(task, CS_KEY_WHOLE, kind, site, NULL, NULL);
+}
+
 /* A module's attributes are its globals: record them on its __dict__ so that
  * `mod.x` and a `global x` inside mod name the same resource. */
 static PyObject *holder_of(PyObject *obj) {
@@ -2977,6 +2987,17 @@ static PyObject *h_record(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t
     Py_RETURN_NONE;
 }
 
+/* set_task_sites(step, complete): the site ids of the loop core's task accesses. */
+static PyObject *h_set_task_sites(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyLong_Check(a[0]) || !PyLong_Check(a[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_task_sites(step: int, complete: int)");
+        return NULL;
+    }
+    Py_XSETREF(task_step_site, Py_NewRef(a[0]));
+    Py_XSETREF(task_complete_site, Py_NewRef(a[1]));
+    Py_RETURN_NONE;
+}
+
 static PyObject *h_active(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
     return PyBool_FromLong(hooks_ex != NULL);
 }
@@ -3145,6 +3166,9 @@ static PyMethodDef hook_methods[] = {
     {"newcall", (PyCFunction)(void (*)(void))h_newcall, METH_FASTCALL | METH_KEYWORDS,
      "newcall(f, site, *args, **kw) -> f(*args, **kw); a fresh result is recorded as created."},
     FAST("record", h_record, "record(obj, kind, site=0, key=None): record an access."),
+    FAST("set_task_sites", h_set_task_sites,
+         "set_task_sites(step, complete): the sites of the accesses the loop core records for "
+         "a task's step (a read of the task) and its completion (a write)."),
     {"hooks_active", h_active, METH_NOARGS, "True while an explorer is attached to the hooks."},
     {"hooks_reset", h_reset, METH_NOARGS, "Forget every name; release the objects held."},
     {"hooks_keeper_young", h_keeper_young, METH_NOARGS,

@@ -183,6 +183,7 @@ PyObject *cs_fmt_callback_source; /* format_helpers._format_callback_source */
 PyObject *cs_extract_stack;       /* format_helpers.extract_stack */
 PyObject *cs_empty_tuple;
 static PyObject *future_type;     /* asyncio.futures.Future */
+static PyObject *future_done;     /* its done(), unbound */
 static PyObject *partial_type;    /* functools.partial */
 static PyObject *asyncio_dir;     /* ".../asyncio/" */
 
@@ -281,6 +282,11 @@ static int import_asyncio(void) {
     if (!(functools = PyImport_ImportModule("functools"))) goto done;
     if (!(cs_extract_stack = PyObject_GetAttrString(fh, "extract_stack"))) goto done;
     if (!(future_type = PyObject_GetAttrString(fut, "Future"))) goto done;
+    if (!PyType_Check(future_type)) {
+        PyErr_SetString(PyExc_ImportError, "asyncio.futures.Future is not a type");
+        goto done;
+    }
+    if (!(future_done = PyObject_GetAttrString(future_type, "done"))) goto done;
     if (!(partial_type = PyObject_GetAttrString(functools, "partial"))) goto done;
     if (!(file = PyObject_GetAttrString(fut, "__file__"))) goto done;
     if (find_counting_closures() < 0) goto done;
@@ -1302,6 +1308,15 @@ static int purge_cancelled(LoopCoreObject *self) {
  * (a recording future's done() reads it as a whole, which would order the callbacks that
  * only add); by done() otherwise. */
 static int future_is_done(PyObject *future) {
+    if (future_done && PyObject_TypeCheck(future, (PyTypeObject *)future_type)) {
+        /* asyncio's C Future (a C Task, a recording one): its own done(), unbound (the
+         * recording subclasses' done() records a read) */
+        PyObject *done = PyObject_CallOneArg(future_done, future);
+        if (!done) return -1;
+        int truth = done == Py_True;
+        Py_DECREF(done);
+        return truth;
+    }
     PyObject *state = PyObject_GetAttrString(future, "_state");
     if (state && PyUnicode_Check(state)) {
         int pending = PyUnicode_CompareWithASCIIString(state, "PENDING") == 0;
@@ -1441,10 +1456,13 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     }
     if (rc == 0) rc = record(self, HANDLE_TAG | h->actor, CS_READ);
     if (rc == 0 && h->is_timer) rc = record(self, TIMERS_OBJECT, CS_READ);
+    int task_was_done = 0;
     if (rc == 0) {
         task = cs_compat_task_of_step(h->callback);
         Py_XINCREF(task);
         if (!task) rc = record_shared_state(h->callback, 0, &counted, &was_done);
+        else if ((task_was_done = future_is_done(task)) < 0) rc = -1;
+        else rc = cs_hooks_record_task(task, CS_READ);
     }
     self->cur_task = Py_XNewRef(task);
     self->cur_polls = h->polls;
@@ -1455,6 +1473,11 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     if (rc == 0) rc = cs_loop_run_handle(self, h);
     cs_hooks_quiet_reads = 0;
     if (rc == 0 && counted) rc = record_counted_future(self, counted, was_done);
+    if (rc == 0 && task && !task_was_done) {
+        int done = future_is_done(task);
+        if (done < 0) rc = -1;
+        else if (done) rc = cs_hooks_record_task(task, CS_WRITE);
+    }
     Py_CLEAR(self->counted);
     Py_CLEAR(counted);
     if (rc == 0) rc = cs_hooks_sweep();

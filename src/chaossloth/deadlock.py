@@ -192,7 +192,8 @@ def task_label(t: Any) -> str:
 
 
 def _is_task(obj: Any) -> bool:
-    """asyncio.Task, or the pure-Python Task the recording runs use (not its subclass)."""
+    """asyncio.Task (the recording runs' tasks are of a subclass), or another future with a
+    coroutine (asyncio's pure-Python Task)."""
     return isinstance(obj, asyncio.Task) or (asyncio.isfuture(obj) and hasattr(obj, "get_coro"))
 
 

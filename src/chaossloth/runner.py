@@ -451,8 +451,9 @@ def _task_actors(loop: Any) -> dict[int, int]:
     return {id(v): a for a, v in loop._cs_actors().items() if asyncio.isfuture(v)}
 
 
-#: asyncio's pure-Python Future, the base of every tracked task (sync.RecordingTask)
-_PyFuture: type = sync._PyFuture
+#: asyncio's C Future, a base of every tracked task (sync.RecordingTask): its methods, unbound,
+#: observe a task without recording
+_CFuture: type = sync._CFuture
 
 _tracking_classes: dict[type, type] = {}
 
@@ -950,7 +951,7 @@ class _Driver:
         if compat.registered_task_count() == len(tasks):
             # the tracked tasks are alive (held by `tasks`) and registered, so asyncio's
             # registries hold them and nothing else: all_tasks() would find them, in any order
-            done = _PyFuture.done
+            done = _CFuture.done
             pending = [t for t in tasks if not done(t) and t._loop is loop]
         else:
             created = {id(t): i for i, t in enumerate(tasks)}
@@ -979,8 +980,8 @@ class _Driver:
         for fut, exc in handler.unretrieved:
             found.append((fut, "unretrieved", exc))
         # the tracked tasks are recording tasks and no step is open: their observations
-        # would record nothing, so the pure-Python Future's own methods are called directly
-        done, cancelled, exception = _PyFuture.done, _PyFuture.cancelled, _PyFuture.exception
+        # would record nothing, so the C Future's own methods are called directly
+        done, cancelled, exception = _CFuture.done, _CFuture.cancelled, _CFuture.exception
         for t in tasks:
             if not done(t) or cancelled(t):
                 continue
@@ -1022,7 +1023,7 @@ class _Driver:
         """Closes the coroutines of tasks an aborted execution left pending, now, while no
         explorer is attached: if the garbage collector closed them later, their `finally`
         blocks would run (and record accesses) in the middle of another execution."""
-        done, cancelled, exception = _PyFuture.done, _PyFuture.cancelled, _PyFuture.exception
+        done, cancelled, exception = _CFuture.done, _CFuture.cancelled, _CFuture.exception
         for t in tasks:
             try:
                 if done(t):

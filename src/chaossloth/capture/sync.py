@@ -14,10 +14,11 @@ Two parts:
   that wakes nobody and the resumption of a woken waiter are recorded finer, on the permits
   they move and its queue (see :func:`_counted` and :func:`_resumed`), so that DPOR orders them
   only where they do not commute.
-* :class:`RecordingFuture` and :class:`RecordingTask`: the pure-Python future and task with their
-  state changes (``set_result``, ``set_exception``, ``cancel``, completion,
-  ``add_done_callback``) recorded as writes and their observations (``done()``, ``result()``,
-  ``exception()``, ``cancelled()``, awaiting a done future) as reads.  The runner sets
+* :class:`RecordingFuture` and :class:`RecordingTask`: asyncio's C future and task with their
+  state changes (``set_result``, ``set_exception``, ``cancel``, ``add_done_callback``)
+  recorded as writes and their observations (``done()``, ``result()``, ``exception()``,
+  ``cancelled()``, ``await``) as reads; what a task's own steps do inside the C Task (look at
+  the task, complete it) the loop core records (ext/loop.c, explorer_step).  The runner sets
   ``loop._cs_future_class`` / ``loop._cs_task_class`` to them.
 
 With no explorer attached, or outside a step, each record is one C call that returns at once;
@@ -520,8 +521,11 @@ def installed() -> Iterator[None]:
 
 # ------------------------------------------------------------------ futures and tasks
 
-_PyFuture: type = asyncio.futures._PyFuture  # type: ignore[attr-defined]
-_PyTask: type = asyncio.tasks._PyTask  # type: ignore[attr-defined]
+#: asyncio's C Future and Task (the _asyncio accelerator, which compat requires): the bases of
+#: the recording classes, so that a task's steps, its wake-ups and the futures' callbacks run
+#: in C as on the stock loop
+_CFuture: type = asyncio.futures.Future
+_CTask: type = asyncio.tasks.Task
 
 
 def _fsite(cls: str, name: str) -> int:
@@ -530,8 +534,9 @@ def _fsite(cls: str, name: str) -> int:
 
 _F = {n: _fsite("Future", n) for n in (
     "set_result", "set_exception", "cancel", "add_done_callback", "remove_done_callback",
-    "done", "result", "exception", "cancelled", "complete", "create")}  # fmt: skip
-_T = {n: _fsite("Task", n) for n in _F}
+    "done", "result", "exception", "cancelled", "complete", "create", "await")}  # fmt: skip
+_T = {n: _fsite("Task", n) for n in (*_F, "step")}
+_core.set_task_sites(_T["step"], _T["complete"])
 
 
 #: when a list: every RecordingTask created is appended to it (strongly held), so that the end
@@ -540,89 +545,105 @@ _T = {n: _fsite("Task", n) for n in _F}
 tracker: list[Any] | None = None
 
 
-class RecordingFuture(_PyFuture):  # type: ignore[misc, valid-type]
-    """asyncio's pure-Python Future whose state changes and observations are accesses."""
+class RecordingFuture(_CFuture):  # type: ignore[misc, valid-type]
+    """asyncio's Future whose state changes and observations are accesses.
+
+    The C Future calls no Python-level method of its own, so every observation and change
+    made through its methods is here; `await` reads the future (whether it is done decides
+    whether the awaiting step suspends), and the C Task's wake-up of a future that is not of
+    the exact C type calls its result(), a read."""
 
     def __init__(self, *, loop: Any = None) -> None:
-        _PyFuture.__init__(self, loop=loop)
+        _CFuture.__init__(self, loop=loop)
         _record(self, W | CREATED, _F["create"])
 
     def set_result(self, result: Any) -> None:
         _record(self, W, _F["set_result"])
-        _PyFuture.set_result(self, result)
+        _CFuture.set_result(self, result)
 
     def set_exception(self, exception: Any) -> None:
         _record(self, W, _F["set_exception"])
-        _PyFuture.set_exception(self, exception)
+        _CFuture.set_exception(self, exception)
 
     def cancel(self, msg: Any = None) -> bool:
         _record(self, W, _F["cancel"])
-        return _PyFuture.cancel(self, msg=msg)
+        return _CFuture.cancel(self, msg=msg)
 
     def add_done_callback(self, fn: Callable[..., Any], *, context: Any = None) -> None:
         _record(self, W, _F["add_done_callback"])
-        _PyFuture.add_done_callback(self, fn, context=context)
+        _CFuture.add_done_callback(self, fn, context=context)
 
     def remove_done_callback(self, fn: Callable[..., Any]) -> int:
         _record(self, W, _F["remove_done_callback"])
-        return _PyFuture.remove_done_callback(self, fn)
+        return _CFuture.remove_done_callback(self, fn)
 
     def done(self) -> bool:
         _record(self, R, _F["done"])
-        return _PyFuture.done(self)
+        return _CFuture.done(self)
 
     def result(self) -> Any:
         _record(self, R, _F["result"])
-        return _PyFuture.result(self)
+        return _CFuture.result(self)
 
     def exception(self) -> Any:
         _record(self, R, _F["exception"])
-        return _PyFuture.exception(self)
+        return _CFuture.exception(self)
 
     def cancelled(self) -> bool:
         _record(self, R, _F["cancelled"])
-        return _PyFuture.cancelled(self)
+        return _CFuture.cancelled(self)
+
+    def __await__(self) -> Any:
+        _record(self, R, _F["await"])
+        return _CFuture.__await__(self)
+
+    __iter__ = __await__
 
 
-class RecordingTask(_PyTask):  # type: ignore[misc, valid-type]
-    """asyncio's pure-Python Task, recorded like :class:`RecordingFuture`.  A task completes
-    through ``Future.set_result`` called from its own step (bypassing Task.set_result), so its
-    completion is recorded where every completion goes: scheduling the done-callbacks."""
+class RecordingTask(_CTask):  # type: ignore[misc, valid-type]
+    """asyncio's C Task, recorded like :class:`RecordingFuture`.  Its steps, its wake-ups and
+    its completion run inside the C Task, where no Python method sees them: the loop core
+    records them for every task step (ext/loop.c, explorer_step: a read of the task when the
+    step begins, a write when the step completes it)."""
 
-    def __init__(self, coro: Any, *, loop: Any = None, name: Any = None, context: Any = None):
-        _PyTask.__init__(self, coro, loop=loop, name=name, context=context)
+    def __init__(
+        self, coro: Any, *, loop: Any = None, name: Any = None, context: Any = None
+    ) -> None:
+        _CTask.__init__(self, coro, loop=loop, name=name, context=context)
         _record(self, W | CREATED, _T["create"])
         if tracker is not None:
             tracker.append(self)
 
-    def _Future__schedule_callbacks(self) -> None:
-        _record(self, W, _T["complete"])
-        _PyTask._Future__schedule_callbacks(self)  # type: ignore[misc]
-
     def cancel(self, msg: Any = None) -> bool:
         _record(self, W, _T["cancel"])
-        return _PyTask.cancel(self, msg=msg)
+        return _CTask.cancel(self, msg=msg)
 
     def add_done_callback(self, fn: Callable[..., Any], *, context: Any = None) -> None:
         _record(self, W, _T["add_done_callback"])
-        _PyTask.add_done_callback(self, fn, context=context)
+        _CTask.add_done_callback(self, fn, context=context)
 
     def remove_done_callback(self, fn: Callable[..., Any]) -> int:
         _record(self, W, _T["remove_done_callback"])
-        return _PyTask.remove_done_callback(self, fn)
+        return _CTask.remove_done_callback(self, fn)
 
     def done(self) -> bool:
         _record(self, R, _T["done"])
-        return _PyTask.done(self)
+        return _CTask.done(self)
 
     def result(self) -> Any:
         _record(self, R, _T["result"])
-        return _PyTask.result(self)
+        return _CTask.result(self)
 
     def exception(self) -> Any:
         _record(self, R, _T["exception"])
-        return _PyTask.exception(self)
+        return _CTask.exception(self)
 
     def cancelled(self) -> bool:
         _record(self, R, _T["cancelled"])
-        return _PyTask.cancelled(self)
+        return _CTask.cancelled(self)
+
+    def __await__(self) -> Any:
+        _record(self, R, _T["await"])
+        return _CTask.__await__(self)
+
+    __iter__ = __await__
