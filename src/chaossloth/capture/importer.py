@@ -735,9 +735,13 @@ class _Namespace:
         """Every entry of `ns` (the live namespace) is, in order, the identical key bound to
         the identical value of the snapshot."""
         keys = self._keys
-        if keys is not None and self._version >= 0 and type(ns) is dict:
-            if _core.dict_version(ns) == self._version:
-                return True
+        if (
+            keys is not None
+            and self._version >= 0
+            and type(ns) is dict
+            and _core.dict_version(ns) == self._version
+        ):
+            return True
         return (
             keys is not None
             and len(ns) == len(keys)
