@@ -85,5 +85,6 @@ int cs_register_handles(PyObject *module);
 int cs_register_loop(PyObject *module);
 int cs_register_hooks(PyObject *module);
 int cs_register_explorer(PyObject *module);
+int cs_register_snapshot(PyObject *module);
 
 #endif

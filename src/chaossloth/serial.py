@@ -66,6 +66,8 @@ from collections.abc import Callable, Coroutine, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaossloth import _core
+
 MAX_CALLS = 16
 """At most this many concurrent calls: the search's memo holds up to one node per subset of the
 calls whose results are not interchangeable (2^K), so beyond 16 a check can take minutes."""
@@ -199,6 +201,12 @@ class _Snapshotter:
         self.keep: list[Any] = []  # keeps visited objects alive so ids stay unique
 
     def snap(self, x: Any, depth: int = 0) -> Hashable:
+        """The snapshot of `x` at `depth`: the builtin values walked in C (_core.snapshot,
+        ext/snapshot.c: element for element what :meth:`snap_py` returns), the others by
+        :meth:`snap_py`."""
+        return _core.snapshot(self, x, depth)  # type: ignore[no-any-return]
+
+    def snap_py(self, x: Any, depth: int = 0) -> Hashable:
         t = type(x)
         if t in _PRIMITIVES:
             return (t.__name__, x) if t is not float or not math.isnan(x) else ("float", "nan")
@@ -517,7 +525,10 @@ def _entry(result: Any) -> Hashable | None:
 class _AuditSnapshotter(_Snapshotter):
     """A snapshot numbering objects from `offset` on (as if that many had been visited), which
     notes whether an order it sorted by depended on object numbers (``ref_sorted``): without
-    that, its result at another offset is this one with every reference shifted."""
+    that, its result at another offset is this one with every reference shifted.  Its walk is
+    the Python one throughout (its sorts note what they sort by)."""
+
+    snap = _Snapshotter.snap_py
 
     def __init__(self, offset: int = 0) -> None:
         super().__init__()
