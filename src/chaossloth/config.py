@@ -455,13 +455,6 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "tests/c/test_dpor.c",
         "steps per generated C program (capped at 14)",
     ),
-    "CS_DPOR_STRICT_AWAIT": (
-        "tests/c/test_dpor.c",
-        (
-            "'1': the await-chain test also demands one execution per trace (a known "
-            "over-count of DPOR on that program, documented at the check)"
-        ),
-    ),
     "CS_BENCH_ROW_SECONDS": (
         "bench/dpor_classic.c",
         "time budget of one row of the classic DPOR benchmark",
