@@ -60,6 +60,9 @@ cs_explorer *cs_hooks_get_explorer(void);
  * what the program observes (hooks.c, "object lifetimes").
  * 0 when nothing is recorded (no explorer, no open step), -1 with an exception. */
 int cs_hooks_record_object(PyObject *obj, int kind);
+/* What _core.record(obj, kind, site) records (a whole-object access at a site id, kind
+ * possibly or-ed with CS_ID_CREATED): for recording.c's methods. */
+int cs_hooks_record_at(PyObject *obj, int kind, PyObject *site);
 /* The access of a task that its own step makes inside the C Task, where no recording method
  * sees it: a read when the step begins (whether it is done, cancelled, what it waits for),
  * a write when the step completes it; at the sites set_task_sites names. */
@@ -86,5 +89,6 @@ int cs_register_loop(PyObject *module);
 int cs_register_hooks(PyObject *module);
 int cs_register_explorer(PyObject *module);
 int cs_register_snapshot(PyObject *module);
+int cs_register_recording(PyObject *module);
 
 #endif

@@ -1027,6 +1027,12 @@ static PyObject *holder_of(PyObject *obj) {
     return obj;
 }
 
+int cs_hooks_record_at(PyObject *obj, int kind, PyObject *site) {
+    if (!hooks_ex) return 0;
+    if (cs_hooks_quiet_reads && kind == CS_READ) return 0;
+    return record(holder_of(obj), CS_KEY_WHOLE, kind, site, NULL, NULL);
+}
+
 /* Hash of a key whose hashing runs no user code, else CS_KEY_WHOLE.  Equal
  * keys (1, 1.0, True) hash alike, as they name the same dict slot. */
 static int safe_key(PyObject *k, int depth, int *ok) {

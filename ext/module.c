@@ -133,6 +133,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (cs_register_hooks(m) < 0) goto fail;
     if (cs_register_explorer(m) < 0) goto fail;
     if (cs_register_snapshot(m) < 0) goto fail;
+    if (cs_register_recording(m) < 0) goto fail;
     return m;
 fail:
     Py_DECREF(m);

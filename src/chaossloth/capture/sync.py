@@ -545,58 +545,29 @@ _core.set_task_sites(_T["step"], _T["complete"])
 tracker: list[Any] | None = None
 
 
+_M = _core.RecordingMethod
+
+
 class RecordingFuture(_CFuture):  # type: ignore[misc, valid-type]
     """asyncio's Future whose state changes and observations are accesses.
 
     The C Future calls no Python-level method of its own, so every observation and change
     made through its methods is here; `await` reads the future (whether it is done decides
     whether the awaiting step suspends), and the C Task's wake-up of a future that is not of
-    the exact C type calls its result(), a read."""
+    the exact C type calls its result(), a read.  Each method records, then calls the C
+    Future's (ext/recording.c; the creation is recorded once the future exists)."""
 
-    def __init__(self, *, loop: Any = None) -> None:
-        _CFuture.__init__(self, loop=loop)
-        _record(self, W | CREATED, _F["create"])
-
-    def set_result(self, result: Any) -> None:
-        _record(self, W, _F["set_result"])
-        _CFuture.set_result(self, result)
-
-    def set_exception(self, exception: Any) -> None:
-        _record(self, W, _F["set_exception"])
-        _CFuture.set_exception(self, exception)
-
-    def cancel(self, msg: Any = None) -> bool:
-        _record(self, W, _F["cancel"])
-        return _CFuture.cancel(self, msg=msg)
-
-    def add_done_callback(self, fn: Callable[..., Any], *, context: Any = None) -> None:
-        _record(self, W, _F["add_done_callback"])
-        _CFuture.add_done_callback(self, fn, context=context)
-
-    def remove_done_callback(self, fn: Callable[..., Any]) -> int:
-        _record(self, W, _F["remove_done_callback"])
-        return _CFuture.remove_done_callback(self, fn)
-
-    def done(self) -> bool:
-        _record(self, R, _F["done"])
-        return _CFuture.done(self)
-
-    def result(self) -> Any:
-        _record(self, R, _F["result"])
-        return _CFuture.result(self)
-
-    def exception(self) -> Any:
-        _record(self, R, _F["exception"])
-        return _CFuture.exception(self)
-
-    def cancelled(self) -> bool:
-        _record(self, R, _F["cancelled"])
-        return _CFuture.cancelled(self)
-
-    def __await__(self) -> Any:
-        _record(self, R, _F["await"])
-        return _CFuture.__await__(self)
-
+    __init__ = _M(_CFuture.__init__, W | CREATED, _F["create"], _core.RECORD_AFTER)
+    set_result = _M(_CFuture.set_result, W, _F["set_result"])
+    set_exception = _M(_CFuture.set_exception, W, _F["set_exception"])
+    cancel = _M(_CFuture.cancel, W, _F["cancel"])
+    add_done_callback = _M(_CFuture.add_done_callback, W, _F["add_done_callback"])
+    remove_done_callback = _M(_CFuture.remove_done_callback, W, _F["remove_done_callback"])
+    done = _M(_CFuture.done, R, _F["done"])
+    result = _M(_CFuture.result, R, _F["result"])
+    exception = _M(_CFuture.exception, R, _F["exception"])
+    cancelled = _M(_CFuture.cancelled, R, _F["cancelled"])
+    __await__ = _M(_CFuture.__await__, R, _F["await"])
     __iter__ = __await__
 
 
@@ -604,46 +575,18 @@ class RecordingTask(_CTask):  # type: ignore[misc, valid-type]
     """asyncio's C Task, recorded like :class:`RecordingFuture`.  Its steps, its wake-ups and
     its completion run inside the C Task, where no Python method sees them: the loop core
     records them for every task step (ext/loop.c, explorer_step: a read of the task when the
-    step begins, a write when the step completes it)."""
+    step begins, a write when the step completes it).  A task made while ``tracker`` is a
+    list is appended to it."""
 
-    def __init__(
-        self, coro: Any, *, loop: Any = None, name: Any = None, context: Any = None
-    ) -> None:
-        _CTask.__init__(self, coro, loop=loop, name=name, context=context)
-        _record(self, W | CREATED, _T["create"])
-        if tracker is not None:
-            tracker.append(self)
-
-    def cancel(self, msg: Any = None) -> bool:
-        _record(self, W, _T["cancel"])
-        return _CTask.cancel(self, msg=msg)
-
-    def add_done_callback(self, fn: Callable[..., Any], *, context: Any = None) -> None:
-        _record(self, W, _T["add_done_callback"])
-        _CTask.add_done_callback(self, fn, context=context)
-
-    def remove_done_callback(self, fn: Callable[..., Any]) -> int:
-        _record(self, W, _T["remove_done_callback"])
-        return _CTask.remove_done_callback(self, fn)
-
-    def done(self) -> bool:
-        _record(self, R, _T["done"])
-        return _CTask.done(self)
-
-    def result(self) -> Any:
-        _record(self, R, _T["result"])
-        return _CTask.result(self)
-
-    def exception(self) -> Any:
-        _record(self, R, _T["exception"])
-        return _CTask.exception(self)
-
-    def cancelled(self) -> bool:
-        _record(self, R, _T["cancelled"])
-        return _CTask.cancelled(self)
-
-    def __await__(self) -> Any:
-        _record(self, R, _T["await"])
-        return _CTask.__await__(self)
-
+    __init__ = _M(
+        _CTask.__init__, W | CREATED, _T["create"], _core.RECORD_AFTER | _core.TRACK, globals()
+    )
+    cancel = _M(_CTask.cancel, W, _T["cancel"])
+    add_done_callback = _M(_CTask.add_done_callback, W, _T["add_done_callback"])
+    remove_done_callback = _M(_CTask.remove_done_callback, W, _T["remove_done_callback"])
+    done = _M(_CTask.done, R, _T["done"])
+    result = _M(_CTask.result, R, _T["result"])
+    exception = _M(_CTask.exception, R, _T["exception"])
+    cancelled = _M(_CTask.cancelled, R, _T["cancelled"])
+    __await__ = _M(_CTask.__await__, R, _T["await"])
     __iter__ = __await__
