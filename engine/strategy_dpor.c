@@ -550,7 +550,26 @@ static bool hb_v(const seqv *v, size_t m, size_t k) {
 }
 
 /* Is actor a (whose next event is ev, if known) a weak initial of v?
- * Sets *at to its first element in v, or vlen if it has none. */
+ * Sets *at to its first element in v, or vlen if it has none.
+ *
+ * "a is a weak initial" claims that E'.v and E'.ev.v (ev run first, v
+ * after it) reach the same trace, so that a branch of a, or its sleeper,
+ * covers v.  With a in v that holds whatever the events' accesses (nothing
+ * before a's element in v happens before it).  Without a in v it needs ev
+ * independent of every element of v AS IT RUNS IN E'.v, not as it ran in E:
+ * - the elements of notdep(e, E) run as recorded: none of them happens after
+ *   e, so none read anything written after E' that v does not also run
+ *   before it;
+ * - e' runs as recorded only if it read nothing e wrote (or steps have fixed
+ *   accesses); otherwise (v->unstable) its accesses before e are unknown and
+ *   it is taken to conflict with ev.  Comparing a sleeper with its recorded
+ *   accesses lost outcomes: if s.g: read s.g else: read s.x, recorded after
+ *   a write of g, never touches x, so a finished branch that wrote x was
+ *   taken to cover the reversal that reads x first
+ *   (tests/test_soundness_branching.py);
+ * - ev itself must be exact (a sleeper always is: it ran there; a wakeup
+ *   node may be a reversed step predicted from its run elsewhere, and
+ *   matching v under it lost outcomes the same way). */
 static bool weak_initial(const seqv *v, cs_actor a, const wevent *ev, size_t *at) {
     dpor_state *s = v->s;
     *at = v->vlen;
@@ -561,23 +580,40 @@ static bool weak_initial(const seqv *v, cs_actor a, const wevent *ev, size_t *at
             if (!s->vremoved[m] && hb_v(v, m, k)) return false;
         return true;
     }
-    if (!ev || !ev->known) return false; /* unknown next event: assume dependent */
-    for (size_t k = 0; k < v->vlen; k++)
-        if (!s->vremoved[k] && dep_ev(ev, &s->tev[s->vidx[k]])) return false;
+    if (!ev || !ev->known || !ev->exact) return false; /* accesses not known: dependent */
+    for (size_t k = 0; k < v->vlen; k++) {
+        if (s->vremoved[k]) continue;
+        if (k == v->vlen - 1 && v->unstable) return false;
+        if (dep_ev(ev, &s->tev[s->vidx[k]])) return false;
+    }
     return true;
 }
 
-/* Inserts v into the wakeup tree `root` of position `at_pos`. */
+/* Inserts v into the wakeup tree `root` of position `at_pos`.
+ *
+ * Every node matched on the way is either an element of v (matched by
+ * actor) or exact and independent of what is left of v (weak_initial), so
+ * the elements appended below the path run as recorded, except an unstable
+ * e': only that node is inexact.
+ *
+ * A leaf covers v when steps have fixed accesses: a free choice follows it,
+ * and optimal DPOR's argument (the wakeup tree's order against the sleep
+ * sets) reverses v's race from there.  Steps whose accesses depend on what
+ * they read break that argument's premises (a node predicted from a run
+ * elsewhere may be neither matched nor kept apart rightly, so a branch that
+ * sleeps next to a leaf may be taken to cover the reversal the leaf was to
+ * reach), and taking a leaf to cover v lost outcomes of
+ * tests/test_soundness_branching.py ("inexact-leaf": three tasks without a
+ * branch, the main task's awaits being the steps that depend on what they
+ * read; "leaf-beside-inexact-node").  There the rest of v is appended below
+ * the leaf: the leaf's own sequence still starts that branch, so nothing it
+ * was inserted for is lost. */
 static int insert_v(seqv *v, node *root, uint32_t at_pos) {
     dpor_state *s = v->s;
     node *n = root;
-    /* the appended events run after the matched path instead of the part of
-     * v they replace: they run as recorded only if every node matched by
-     * independence (rather than as an element of v) is exact */
-    bool exact = true;
     for (;;) {
         if (v->remaining == 0) return CS_OK;
-        if (n != root && !n->first) return CS_OK; /* a leaf covers v */
+        if (n != root && !n->first && s->fixed_accesses) return CS_OK; /* a leaf covers v */
         node *match = NULL;
         size_t at = v->vlen;
         for (node *c = n->first; c; c = c->next)
@@ -589,8 +625,6 @@ static int insert_v(seqv *v, node *root, uint32_t at_pos) {
         if (at < v->vlen) {
             s->vremoved[at] = true;
             v->remaining--;
-        } else if (!match->ev.exact) {
-            exact = false;
         }
         n = match;
     }
@@ -605,7 +639,7 @@ static int insert_v(seqv *v, node *root, uint32_t at_pos) {
         }
         /* v runs after E' = pre(E, e): only that prefix is shared */
         c->ev.anchor = at_pos;
-        c->ev.exact = exact && !(k == v->vlen - 1 && v->unstable);
+        c->ev.exact = !(k == v->vlen - 1 && v->unstable);
         node_append(n, c);
         n = c;
     }
@@ -630,15 +664,19 @@ static bool reads_written(const wevent *reader, const wevent *writer) {
  * e' (j) moved before e (i) may not make the accesses it made after e: when
  * it read what e wrote and steps may branch on what they read
  * (!fixed_accesses), its accesses in E'.v are unknown.  It is then taken to
- * depend on every element of v before it, so that no branch is judged to
- * cover v by way of e' being independent of what precedes it.  Predicting
+ * depend on every element of v before it, and on every sleeper and wakeup
+ * node whose actor has no element in v (weak_initial), so that no branch is
+ * judged to cover v by way of e' being independent of it.  Predicting
  * them from its run after e missed a reversal: a task cancelled by e never
  * made the call it makes when it runs first (the crossed cancels of
  * tests/test_dpor_asyncio.py).  (Inserting e' into the tree as an unknown
  * event as well lost an outcome of tests/test_soundness_grammar.py: a node's
  * inserted accesses are what later insertions are matched against.) */
-static int race(dpor_state *s, const cs__trace *t, size_t i, size_t j) {
-    bool unstable = !s->fixed_accesses && reads_written(&s->tev[j], &s->tev[i]);
+static int race(dpor_state *s, const cs__trace *t, size_t i, size_t j, bool via_release) {
+    /* e' read nothing written after E' but by e, since e is its immediate
+     * predecessor; an acquisition raced through a release (via_release) may
+     * have read what the steps between them wrote, which v leaves out */
+    bool unstable = !s->fixed_accesses && (via_release || reads_written(&s->tev[j], &s->tev[i]));
     seqv v = {s, t, 0, 0, unstable};
     /* notdep(e, E) over the whole execution, events after e' included (as
      * in the paper): with data-dependent control flow a shorter v can be
@@ -741,7 +779,7 @@ static int detect_races(dpor_state *s, const cs__trace *t) {
                 rel = i;
                 continue;
             }
-            rc = race(s, t, i, j);
+            rc = race(s, t, i, j, false);
         }
         if (rc || rel == SIZE_MAX) continue;
         /* the acquisition matching that release: same actor, same lock */
@@ -761,7 +799,7 @@ static int detect_races(dpor_state *s, const cs__trace *t) {
         for (size_t q = 0; q < np && !ordered; q++)
             if (preds[q] != rel && (preds[q] == acq || cs__trace_hb(t, acq, preds[q])))
                 ordered = true;
-        if (!ordered) rc = race(s, t, acq, j);
+        if (!ordered) rc = race(s, t, acq, j, true);
     }
     free(preds);
     return rc;
