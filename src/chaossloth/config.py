@@ -439,6 +439,14 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "tests/test_soundness_grammar.py",
         "set: draw new programs each run instead of the derandomized sample",
     ),
+    "CHAOSSLOTH_BRANCHING_PROGRAMS": (
+        "tests/test_soundness_branching.py",
+        "how many generated branching programs to compare with brute force (default 200)",
+    ),
+    "CHAOSSLOTH_BRANCHING_SEED": (
+        "tests/test_soundness_branching.py",
+        "the seed of the generated branching programs (default 3)",
+    ),
     "CHAOSSLOTH_SOUNDNESS_RANDOM": (
         "tests/test_dpor_asyncio.py",
         "set: Hypothesis draws new programs each run (default: derandomized, reproducible)",
