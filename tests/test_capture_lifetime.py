@@ -644,20 +644,27 @@ def test_an_object_first_named_in_its_own_finalizer_leaves_no_stale_name() -> No
     class Plain:
         __slots__ = ("__weakref__",)
 
-    def body() -> tuple[int | None, int]:
-        Dying()
-        addr, cid = seen[0]
-        pool = []
-        for _ in range(10000):
-            b = Plain()
-            pool.append(b)
-            if id(b) == addr:
-                break
-        assert id(b) == addr
-        before = _core.hooks_object_id(b)
-        _core.rd(b, 2)
-        assert _core.hooks_object_id(b) != cid
-        return before, _core.hooks_stats()["named"]
+    def body() -> tuple[int | None, int] | None:
+        # the premise: a Plain object lands where the Dying one was.  Whether the allocator
+        # hands that block out again soon depends on what else the process allocated (it
+        # did not, once, in a full suite run), so each attempt is a new Dying object
+        for _ in range(20):
+            seen.clear()
+            pool: list[Any] = [None] * 5000  # no growth of the list inside the search
+            Dying()
+            addr, cid = seen[0]
+            for i in range(5000):
+                b = Plain()
+                pool[i] = b
+                if id(b) == addr:
+                    before = _core.hooks_object_id(b)
+                    _core.rd(b, 2)
+                    assert _core.hooks_object_id(b) != cid
+                    return before, _core.hooks_stats()["named"]
+        return None
 
-    before, _ = run_in_step(body)[0]
+    got = run_in_step(body)[0]
+    if got is None:
+        pytest.skip("the allocator never reused the dead object's address (the premise)")
+    before, _ = got
     assert before is None
