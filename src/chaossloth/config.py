@@ -239,7 +239,7 @@ class Config:
 
     def __post_init__(self) -> None:
         # every field: its type (bools and strings by their annotation); then the ranges
-        for name, annotation in _typed_fields():
+        for name, annotation in _TYPED_FIELDS:
             v = getattr(self, name)
             if annotation == "bool" and not isinstance(v, bool):
                 raise InputError(f"option {name} must be True or False, not {v!r}")
@@ -302,22 +302,6 @@ class Config:
         return None if self.max_executions else DEFAULT_TIME_LIMIT
 
 
-#: Config's fields whose annotation __post_init__ checks: (name, annotation), made once
-#: (dataclasses.fields() on every construction cost more than the checks; the runner makes a
-#: Config per exploration)
-_TYPED_FIELDS: list[tuple[str, str]] = []
-
-
-def _typed_fields() -> list[tuple[str, str]]:
-    if not _TYPED_FIELDS:
-        _TYPED_FIELDS.extend(
-            (f.name, str(f.type))
-            for f in dataclasses.fields(Config)
-            if f.type in ("bool", "str | None", "tuple[str, ...]")
-        )
-    return _TYPED_FIELDS
-
-
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise InputError(f"option {name} must be one of {', '.join(choices)}, not {value!r}")
@@ -346,6 +330,13 @@ def _check_seconds(name: str, value: Any) -> None:
 #: The names of every option, in declaration order.
 NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Config))
 _NAME_SET = frozenset(NAMES)
+#: the fields whose annotation __post_init__ checks, (name, annotation), listed once: a
+#: Config is made per exploration, and dataclasses.fields() each time cost more than the checks
+_TYPED_FIELDS: tuple[tuple[str, str], ...] = tuple(
+    (f.name, str(f.type))
+    for f in dataclasses.fields(Config)
+    if f.type in ("bool", "str | None", "tuple[str, ...]")
+)
 #: Every option at its default.
 DEFAULTS = Config()
 
