@@ -998,11 +998,6 @@ int cs_hooks_record_object(PyObject *obj, int kind) {
  * "Task.step()" and "Task.complete()", registered like its other sites. */
 static PyObject *task_step_site, *task_complete_site;
 
-int cs_hooks_record_task(PyObject *task, int kind) {
-    if (!hooks_ex) return 0;
-    PyObject *site = (kind & CS_KIND_MASK) == CS_READ ? task_step_site : task_complete_site;
-    return record(task, CS_KEY_WHOLE, kind, site, NULL, NULL);
-}
 
 /* A module's attributes are its globals: record them on its __dict__ so that
  * `mod.x` and a `global x` inside mod name the same resource. */
@@ -1031,6 +1026,12 @@ int cs_hooks_record_at(PyObject *obj, int kind, PyObject *site) {
     if (!hooks_ex) return 0;
     if (cs_hooks_quiet_reads && kind == CS_READ) return 0;
     return record(holder_of(obj), CS_KEY_WHOLE, kind, site, NULL, NULL);
+}
+
+int cs_hooks_record_task(PyObject *task, int kind) {
+    return cs_hooks_record_at(task, kind,
+                              (kind & CS_KIND_MASK) == CS_READ ? task_step_site
+                                                               : task_complete_site);
 }
 
 /* Hash of a key whose hashing runs no user code, else CS_KEY_WHOLE.  Equal
