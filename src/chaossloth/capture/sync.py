@@ -547,6 +547,25 @@ tracker: list[Any] | None = None
 
 _M = _core.RecordingMethod
 
+#: the methods a Future and a Task share that record, with their access kind (what changes the
+#: state writes, what observes it reads) and the key of their site in _F / _T
+_SHARED_METHODS: tuple[tuple[str, int, str], ...] = (
+    ("cancel", W, "cancel"),
+    ("add_done_callback", W, "add_done_callback"),
+    ("remove_done_callback", W, "remove_done_callback"),
+    ("done", R, "done"),
+    ("result", R, "result"),
+    ("exception", R, "exception"),
+    ("cancelled", R, "cancelled"),
+    ("__await__", R, "await"),
+    ("__iter__", R, "await"),
+)
+
+
+def _record_shared_methods(cls: type, base: type, sites: dict[str, int]) -> None:
+    for name, kind, site in _SHARED_METHODS:
+        setattr(cls, name, _M(getattr(base, name), kind, sites[site]))
+
 
 class RecordingFuture(_CFuture):  # type: ignore[misc, valid-type]
     """asyncio's Future whose state changes and observations are accesses.
@@ -555,20 +574,12 @@ class RecordingFuture(_CFuture):  # type: ignore[misc, valid-type]
     made through its methods is here; `await` reads the future (whether it is done decides
     whether the awaiting step suspends), and the C Task's wake-up of a future that is not of
     the exact C type calls its result(), a read.  Each method records, then calls the C
-    Future's (ext/recording.c; the creation is recorded once the future exists)."""
+    Future's (ext/recording.c; the creation is recorded once the future exists); the methods
+    it shares with RecordingTask are set from _SHARED_METHODS."""
 
     __init__ = _M(_CFuture.__init__, W | CREATED, _F["create"], _core.RECORD_AFTER)
     set_result = _M(_CFuture.set_result, W, _F["set_result"])
     set_exception = _M(_CFuture.set_exception, W, _F["set_exception"])
-    cancel = _M(_CFuture.cancel, W, _F["cancel"])
-    add_done_callback = _M(_CFuture.add_done_callback, W, _F["add_done_callback"])
-    remove_done_callback = _M(_CFuture.remove_done_callback, W, _F["remove_done_callback"])
-    done = _M(_CFuture.done, R, _F["done"])
-    result = _M(_CFuture.result, R, _F["result"])
-    exception = _M(_CFuture.exception, R, _F["exception"])
-    cancelled = _M(_CFuture.cancelled, R, _F["cancelled"])
-    __await__ = _M(_CFuture.__await__, R, _F["await"])
-    __iter__ = __await__
 
 
 class RecordingTask(_CTask):  # type: ignore[misc, valid-type]
@@ -581,12 +592,7 @@ class RecordingTask(_CTask):  # type: ignore[misc, valid-type]
     __init__ = _M(
         _CTask.__init__, W | CREATED, _T["create"], _core.RECORD_AFTER | _core.TRACK, globals()
     )
-    cancel = _M(_CTask.cancel, W, _T["cancel"])
-    add_done_callback = _M(_CTask.add_done_callback, W, _T["add_done_callback"])
-    remove_done_callback = _M(_CTask.remove_done_callback, W, _T["remove_done_callback"])
-    done = _M(_CTask.done, R, _T["done"])
-    result = _M(_CTask.result, R, _T["result"])
-    exception = _M(_CTask.exception, R, _T["exception"])
-    cancelled = _M(_CTask.cancelled, R, _T["cancelled"])
-    __await__ = _M(_CTask.__await__, R, _T["await"])
-    __iter__ = __await__
+
+
+_record_shared_methods(RecordingFuture, _CFuture, _F)
+_record_shared_methods(RecordingTask, _CTask, _T)
