@@ -48,19 +48,22 @@ static PyObject *primitive_name(PyTypeObject *t) {
     return NULL;
 }
 
-/* The snapshots of a sequence's items (a new tuple), in order. */
+/* The snapshots of a tuple's or a list's items (a new tuple), in order.  A list is read
+ * as `for v in xs` reads it, by index against its current length, each item held while it is
+ * walked: the Python walk of an item may run code (a property) that changes the list. */
 static PyObject *items_of(walk *w, PyObject *seq, long depth) {
-    PyObject *fast = PySequence_Fast(seq, "a sequence");
-    if (!fast) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    PyObject *out = PyTuple_New(n);
-    for (Py_ssize_t i = 0; out && i < n; i++) {
-        PyObject *s = snap(w, PySequence_Fast_GET_ITEM(fast, i), depth);
-        if (!s) Py_CLEAR(out);
-        else PyTuple_SET_ITEM(out, i, s);
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        PyObject *s = snap(w, item, depth);
+        Py_DECREF(item);
+        if (!s || PyList_Append(out, s) < 0) Py_CLEAR(out);
+        Py_XDECREF(s);
     }
-    Py_DECREF(fast);
-    return out;
+    if (!out) return NULL;
+    PyObject *tuple = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return tuple;
 }
 
 /* The items of `list` (a list of snapshots, or of (snapshot, value) pairs when by_first),

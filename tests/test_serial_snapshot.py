@@ -148,3 +148,24 @@ def test_aliasing_and_depth_by_hand() -> None:
     cyclic: list[Any] = []
     cyclic.append(cyclic)
     assert serial._Snapshotter().snap(cyclic) == ("list", (("ref", 0),))
+
+
+def test_a_list_changed_while_it_is_walked_is_read_as_a_for_loop_reads_it() -> None:
+    """A slot's property (run by the Python walk of an item) empties the list being walked:
+    the C walk reads the list by index against its current length, as the Python walk's
+    loop does, holding each item while it walks it."""
+    items: list[Any] = []
+
+    class Clearing:
+        __slots__ = ("boom",)
+
+    Clearing.boom = property(lambda self: (items.clear(), 1)[1])  # type: ignore[assignment]
+
+    def fill() -> list[Any]:
+        items[:] = [Clearing(), 1, [2], "three"]
+        return items
+
+    got = serial._Snapshotter().snap(fill())
+    assert got == _PythonWalk().snap(fill())
+    fields = ("dict", ((("str", "boom"), ("int", 1)),))
+    assert got == ("list", (("obj", Clearing.__qualname__, fields),))
