@@ -6,7 +6,7 @@
 # interpreter of PYVERSIONS, each in its own virtualenv .venv-X.Y made with
 # pyenv's newest X.Y.* (a missing one is an error, not a skip; the `slow` tests on
 # SLOW_PY's interpreters only) + the extension
-# built with ASan+UBSan running the loop, capture and runner tests.
+# built with ASan+UBSan running the loop, capture, runner and shared-DPOR tests.
 CC      ?= cc
 CFLAGS  ?= -std=c11 -O1 -g -Wall -Wextra -Werror
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -28,7 +28,8 @@ SAN_PY     ?= 3.12
 # DESIGN.md) and 3.13 (the most different bytecode and asyncio) are the two ends.
 SLOW_PY    ?= 3.11 3.13
 SAN_DIR    := build/san-$(SAN_PY)
-SAN_TESTS  := $(sort $(wildcard tests/test_loop_*.py tests/test_capture_*.py)) tests/test_runner.py
+SAN_TESTS  := $(sort $(wildcard tests/test_loop_*.py tests/test_capture_*.py)) tests/test_runner.py \
+	tests/test_share.py
 VENVS      := $(foreach v,$(PYVERSIONS),.venv-$(v)/.installed)
 
 .PHONY: all lib ctest pytest lint test install browser bench bench-dpor clean ext-sanitize \
@@ -94,7 +95,7 @@ lint: .venv-$(LINT_PY)/.installed
 	.venv-$(LINT_PY)/bin/ruff format --check src tests bench
 
 # _core built with ASan+UBSan (into $(SAN_DIR), beside a copy of the package),
-# running the loop, capture and runner tests.  The interpreter is not
+# running the loop, capture, runner and shared-DPOR tests.  The interpreter is not
 # instrumented, so the ASan runtime is preloaded; CPython's own allocations
 # are not leak-checked; PYTHONMALLOC=malloc lets ASan see the PyMem/PyObject
 # allocations pymalloc would otherwise serve.  Any report aborts the run (halt_on_error, and
@@ -106,7 +107,7 @@ ext-sanitize: .venv-$(SAN_PY)/.installed
 	@CFLAGS="$(SAN)" LDFLAGS="-fsanitize=address,undefined" .venv-$(SAN_PY)/bin/python setup.py -q \
 		build_ext --build-lib $(SAN_DIR) --build-temp $(SAN_DIR)/obj >$(SAN_DIR)/build.log 2>&1 \
 		|| { cat $(SAN_DIR)/build.log >&2; exit 1; }
-	@echo "== loop, capture and runner tests under ASan+UBSan ($(SAN_PY))"
+	@echo "== loop, capture, runner and shared-DPOR tests under ASan+UBSan ($(SAN_PY))"
 	@rm -f $(SAN_DIR)/report.*; \
 	export LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" PYTHONPATH="$(SAN_DIR)" \
 		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:quarantine_size_mb=0:log_path=$(SAN_DIR)/report PYTHONMALLOC=malloc \

@@ -396,6 +396,68 @@ void cs_explorer_stats(const cs_explorer *ex, cs_stats *out) {
     *out = ex->stats;
 }
 
+/* ---------------------------------------------- sharing DPOR's tree */
+
+/* The tree can be shared only between executions, and only DPOR's. */
+static void *share_state(cs_explorer *ex) {
+    if (!ex || ex->ops != &cs__strategy_dpor || ex->phase != IDLE) return NULL;
+    return ex->state;
+}
+
+int cs_share_offer(cs_explorer *ex, size_t *position, int *found) {
+    void *st = share_state(ex);
+    if (!st || !position || !found) return CS_EINVAL;
+    return cs__dpor_share_offer(st, position, found);
+}
+
+int cs_share_give(cs_explorer *ex, size_t position, size_t *token) {
+    void *st = share_state(ex);
+    return st && token ? cs__dpor_share_give(st, position, token) : CS_EINVAL;
+}
+
+int cs_share_take(cs_explorer *ex, size_t position) {
+    void *st = share_state(ex);
+    return st ? cs__dpor_share_take(st, position) : CS_EINVAL;
+}
+
+int cs_share_reports(cs_explorer *ex, const uint8_t **buf, size_t *len) {
+    void *st = share_state(ex);
+    if (!st || !buf || !len) return CS_EINVAL;
+    return cs__dpor_share_reports(st, buf, len);
+}
+
+int cs_share_reports_clear(cs_explorer *ex) {
+    void *st = share_state(ex);
+    if (!st) return CS_EINVAL;
+    cs__dpor_share_reports_clear(st);
+    return CS_OK;
+}
+
+int cs_share_import(cs_explorer *ex, const uint8_t *buf, size_t len, const cs_actor *map,
+                    size_t n_map) {
+    void *st = share_state(ex);
+    if (!st || (!buf && len)) return CS_EINVAL;
+    for (size_t i = 0; i < n_map; i++)
+        if (map[i] >= ex->n_actors) return CS_EINVAL;
+    return cs__dpor_share_import(st, buf, len, map, n_map);
+}
+
+int cs_share_done(cs_explorer *ex, size_t position, size_t token) {
+    void *st = share_state(ex);
+    return st ? cs__dpor_share_done(st, position, token) : CS_EINVAL;
+}
+
+int cs_share_waiting(cs_explorer *ex, size_t *position, int *waiting) {
+    void *st = share_state(ex);
+    if (!st || !position || !waiting) return CS_EINVAL;
+    return cs__dpor_share_waiting(st, position, waiting);
+}
+
+int cs_share_resume(cs_explorer *ex) {
+    void *st = share_state(ex);
+    return st ? cs__dpor_share_resume(st) : CS_EINVAL;
+}
+
 /* ------------------------------------------------ public trace accessors */
 
 size_t cs_trace_length(const cs_explorer *ex) {

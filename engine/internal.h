@@ -249,4 +249,16 @@ void cs__explorer_count_deviation(cs_explorer *ex);
 /* The explorer's (validated, owned) configuration. */
 const cs_config *cs__explorer_config(const cs_explorer *ex);
 
+/* strategy_dpor.c's side of cs_share_* (chaossloth.h), on its state. */
+int cs__dpor_share_offer(void *state, size_t *position, int *found);
+int cs__dpor_share_give(void *state, size_t position, size_t *token);
+int cs__dpor_share_take(void *state, size_t position);
+int cs__dpor_share_done(void *state, size_t position, size_t token);
+int cs__dpor_share_waiting(void *state, size_t *position, int *waiting);
+int cs__dpor_share_resume(void *state);
+int cs__dpor_share_reports(void *state, const uint8_t **buf, size_t *len);
+void cs__dpor_share_reports_clear(void *state);
+int cs__dpor_share_import(void *state, const uint8_t *buf, size_t len, const cs_actor *map,
+                          size_t n_map);
+
 #endif /* CS_INTERNAL_H */

@@ -69,6 +69,7 @@ typedef struct {
 } dacc;
 
 #define ANCHOR_NOW UINT32_MAX /* an event of the current execution */
+#define NO_FLOOR SIZE_MAX
 
 /* An event by identity, comparable across executions. */
 typedef struct {
@@ -122,6 +123,16 @@ static int ev_copy(wevent *dst, const wevent *src) {
     return CS_OK;
 }
 
+/* Does a sleeper stay asleep across the event `ev`?  Only one whose
+ * accesses are those it makes there can: every finished branch is (it ran
+ * there), but a branch given to another process (cs_share_give) sleeps with
+ * the accesses it was inserted with, which may be predicted from a run
+ * elsewhere.  Such a sleeper still covers its own actor's branch where it
+ * sleeps, and no deeper: a smaller sleep set only costs executions. */
+static bool stays_asleep(const wevent *sleeper, const wevent *ev) {
+    return sleeper->known && sleeper->exact && !dep_ev(sleeper, ev);
+}
+
 /* ----------------------------------------------------- wakeup trees */
 
 /* A wakeup-tree node.  Invariants: first..last (via next) are its children,
@@ -130,6 +141,8 @@ static int ev_copy(wevent *dst, const wevent *src) {
 typedef struct node {
     wevent ev;
     struct node *first, *last, *next;
+    bool given; /* a finished branch given to another process whose reports
+                   are not all in (cs_share_give; cleared by cs_share_done) */
 } node;
 
 /* Frees n and its whole subtree (not n's siblings).  Iterative: a wakeup
@@ -184,6 +197,9 @@ typedef struct {
                          each allocated on its own so that sleepers' pointers
                          stay valid when this array grows */
     uint32_t n_owned, cap_owned;
+    uint32_t held;    /* branches of this position given to another process
+                         (cs_share_give) whose reports are not all in yet:
+                         backtracking stops here while it is not 0 */
 } position;
 
 typedef struct {
@@ -204,6 +220,15 @@ typedef struct {
     bool stable_objects; /* cs_config.stable_objects: raw ids are names */
     bool fixed_accesses; /* cs_config.fixed_step_accesses */
     bool blocked_now;  /* this execution was cut short by its sleep set */
+    bool waiting;      /* backtracking stopped at the held position
+                          pos[n_pos - 1]: cs_share_resume continues it */
+    size_t floor;      /* NO_FLOOR, or (a process that took a branch,
+                          cs_share_take) the position it was taken at: the
+                          positions up to it are the giver's, races reversed
+                          there are reports (out), and the exploration ends
+                          when backtracking reaches it */
+    uint8_t *out;      /* reports not yet collected (cs_share_reports) */
+    size_t out_len, out_cap;
     bool diverged_now; /* this execution could not follow its prescribed
                           branch (the branch is dropped at the end) */
 
@@ -284,7 +309,7 @@ static int redundant(const node *c, const sleeper *sleep, uint32_t n, unsigned d
     if (!after) return CS_ENOMEM;
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (!dep_ev(sleep[i].ev, &c->ev)) after[m++] = sleep[i];
+        if (stays_asleep(sleep[i].ev, &c->ev)) after[m++] = sleep[i];
     bool all = m > 0;
     int rc = CS_OK;
     for (const node *d = c->first; d && all && rc == CS_OK; d = d->next)
@@ -321,6 +346,7 @@ static int dpor_create(cs_explorer *ex, const cs_config *cfg, void **state) {
     dpor_state *s = calloc(1, sizeof *s);
     if (!s) return CS_ENOMEM;
     s->stable_objects = cfg->stable_objects != 0;
+    s->floor = NO_FLOOR;
     s->fixed_accesses = cfg->fixed_step_accesses != 0;
     s->root0 = calloc(1, sizeof *s->root0);
     if (!s->root0) {
@@ -347,6 +373,7 @@ static void dpor_destroy(void *state) {
     free(s->dlist);
     free(s->vremoved);
     free(s->reach);
+    free(s->out);
     free(s);
 }
 
@@ -354,6 +381,7 @@ static int dpor_begin(cs_explorer *ex, void *state, int *more, int *complete) {
     (void)ex;
     dpor_state *s = state;
     *complete = 0;
+    if (s->waiting) return CS_ESTATE; /* held: cs_share_resume first */
     if (s->exhausted) {
         *more = 0;
         *complete = !s->incomplete;
@@ -523,7 +551,7 @@ static int dpor_observe(cs_explorer *ex, void *state, size_t index) {
         q->root = c;
         q->n_sleep = 0;
         for (uint32_t i = 0; i < p->n_sleep; i++)
-            if (!dep_ev(p->sleep[i].ev, &now))
+            if (stays_asleep(p->sleep[i].ev, &now))
                 if (sleep_add(q, p->sleep[i].actor, p->sleep[i].ev)) return CS_ENOMEM;
     }
     return CS_OK;
@@ -542,9 +570,14 @@ typedef struct {
     bool unstable; /* e' (the last element) read what e wrote and steps may
                       branch on what they read: its accesses where v puts it
                       are not known */
+    const uint8_t *hb; /* a reported v (cs_share_import): bit m * vlen + k
+                          is hb_v(m, k), for m < k; NULL: from the trace t */
 } seqv;
 
+static bool bit_at(const uint8_t *bits, size_t i) { return bits[i >> 3] >> (i & 7) & 1; }
+
 static bool hb_v(const seqv *v, size_t m, size_t k) {
+    if (v->hb) return bit_at(v->hb, m * v->vlen + k);
     if (k == v->vlen - 1) return v->s->reach[m];
     return cs__trace_hb(v->t, v->s->vidx[m], v->s->vidx[k]);
 }
@@ -646,6 +679,24 @@ static int insert_v(seqv *v, node *root, uint32_t at_pos) {
     return CS_OK;
 }
 
+static int report(dpor_state *s, const seqv *v, size_t at_pos);
+
+/* v reverses a race whose earlier event is event `at_pos`: unless a sleeper
+ * there is a weak initial of v, v goes into the wakeup tree of that
+ * position, or, when the position is the giver's (at or above the floor of
+ * a process that took a branch), into a report for the giver. */
+static int place(dpor_state *s, seqv *v, size_t at_pos) {
+    for (size_t k = 0; k < v->vlen; k++) s->vremoved[k] = false;
+    v->remaining = v->vlen;
+    position *p = &s->pos[at_pos];
+    for (uint32_t q = 0; q < p->n_sleep; q++) {
+        size_t at;
+        if (weak_initial(v, p->sleep[q].actor, p->sleep[q].ev, &at)) return CS_OK;
+    }
+    if (s->floor != NO_FLOOR && at_pos <= s->floor) return report(s, v, at_pos);
+    return insert_v(v, p->root, (uint32_t)at_pos);
+}
+
 /* Did `reader` read something `writer` wrote (or added to)? */
 static bool reads_written(const wevent *reader, const wevent *writer) {
     uint32_t shared = reader->anchor < writer->anchor ? reader->anchor : writer->anchor;
@@ -677,7 +728,7 @@ static int race(dpor_state *s, const cs__trace *t, size_t i, size_t j, bool via_
      * predecessor; an acquisition raced through a release (via_release) may
      * have read what the steps between them wrote, which v leaves out */
     bool unstable = !s->fixed_accesses && (via_release || reads_written(&s->tev[j], &s->tev[i]));
-    seqv v = {s, t, 0, 0, unstable};
+    seqv v = {s, t, 0, 0, unstable, NULL};
     /* notdep(e, E) over the whole execution, events after e' included (as
      * in the paper): with data-dependent control flow a shorter v can be
      * judged covered by a branch that never leads to the reversed trace */
@@ -699,14 +750,7 @@ static int race(dpor_state *s, const cs__trace *t, size_t i, size_t j, bool via_
             if (s->dlist[q] > s->vidx[m] && cs__trace_hb(t, s->vidx[m], s->dlist[q]))
                 s->reach[m] = true;
     s->reach[v.vlen - 1] = false;
-    for (size_t k = 0; k < v.vlen; k++) s->vremoved[k] = false;
-    v.remaining = v.vlen;
-    position *p = &s->pos[i];
-    for (uint32_t q = 0; q < p->n_sleep; q++) {
-        size_t at;
-        if (weak_initial(&v, p->sleep[q].actor, p->sleep[q].ev, &at)) return CS_OK;
-    }
-    return insert_v(&v, p->root, (uint32_t)i);
+    return place(s, &v, i);
 }
 
 static bool is_lock_op(const wevent *e, uint8_t kind, cs__objname *obj, uint64_t *key) {
@@ -807,6 +851,59 @@ static int detect_races(dpor_state *s, const cs__trace *t) {
 
 /* ----------------------------------------------------- backtracking */
 
+/* Makes the childless node c a finished branch of position p: owned there,
+ * its actor asleep with c's event. */
+static int own_asleep(position *p, node *c) {
+    if (p->n_owned == p->cap_owned) {
+        /* only the array of pointers moves: sleepers point at the nodes'
+         * events, which stay where they are */
+        uint32_t ncap = p->cap_owned ? p->cap_owned * 2 : 4;
+        node **no = realloc(p->owned, ncap * sizeof *no);
+        if (!no) return CS_ENOMEM;
+        p->owned = no;
+        p->cap_owned = ncap;
+    }
+    p->owned[p->n_owned++] = c;
+    return sleep_add(p, c->ev.actor, &c->ev);
+}
+
+/* Pops finished positions from k up to the next branch still to explore
+ * (s->branch), putting each finished branch to sleep where it was taken.
+ * Stops at a held position with nothing left to run there (waiting: the
+ * reports of the branches given away may add some, cs_share_resume goes on),
+ * and ends the exploration at position 0 or at this process's floor. */
+static int backtrack(dpor_state *s, size_t k) {
+    int rc;
+    for (;;) {
+        position *p = &s->pos[k];
+        if ((rc = drop_redundant(p))) return rc;
+        if (p->root->first || p->held) {
+            /* the branches after a given one wait for its reports: they
+             * may add to their subtrees (see "sharing the tree") */
+            s->branch = k;
+            s->waiting = p->held != 0;
+            /* positions past k are rebuilt by the next execution */
+            for (size_t d = s->n_pos; d-- > k + 1;) pos_clear(&s->pos[d]);
+            s->n_pos = k + 1;
+            return CS_OK;
+        }
+        if (k == 0 || k == s->floor) break;
+        pos_clear(p);
+        s->n_pos = k;
+        k--;
+        /* the branch executed at k is finished: it goes to sleep at k */
+        node *c = s->pos[k].root->first;
+        s->pos[k].root->first = c->next;
+        if (s->pos[k].root->last == c) s->pos[k].root->last = NULL;
+        c->next = NULL; /* c has no children left (checked above) */
+        if ((rc = own_asleep(&s->pos[k], c))) return rc;
+    }
+    for (size_t d = s->n_pos; d-- > 0;) pos_clear(&s->pos[d]);
+    s->n_pos = 0;
+    s->exhausted = true;
+    return CS_OK;
+}
+
 static int dpor_end(cs_explorer *ex, void *state, int outcome) {
     dpor_state *s = state;
     const cs__trace *t = cs__explorer_trace(ex);
@@ -841,41 +938,301 @@ static int dpor_end(cs_explorer *ex, void *state, int outcome) {
             c = nx;
         }
     }
-    for (;;) {
-        position *p = &s->pos[k];
-        if ((rc = drop_redundant(p))) return rc;
-        if (p->root->first) {
-            s->branch = k;
-            /* positions past k are rebuilt by the next execution */
-            for (size_t d = s->n_pos; d-- > k + 1;) pos_clear(&s->pos[d]);
-            s->n_pos = k + 1;
+    return backtrack(s, k);
+}
+
+/* ------------------------------------------- sharing the tree (--jobs) */
+
+/* A process can give a pending branch of a shallow position to another
+ * process (a fork of it, made between two executions) and go on without
+ * it; the taker explores that branch's subtree only.
+ *   - The taker keeps the given branch c as the only branch of its position
+ *     p (its floor) and stops when it has backtracked to it.  c is explored
+ *     as if it came before the branch being run at p (f) and before the
+ *     branches given earlier whose reports are not in: none of them sleeps
+ *     at p in the taker, which therefore relies on nothing they would insert.
+ *     Its sleepers at p are the branches finished there before the fork,
+ *     whose insertions into c's subtree were made before it.
+ *   - The giver puts c to sleep at p at once (a sequence that starts with c
+ *     is the taker's) and holds p: when f is finished it runs nothing more
+ *     at p, and does not backtrack above p, until the taker's reports are in
+ *     (cs_share_import, cs_share_done).  The branches after c at p sleep c
+ *     and rely on what c's subtree inserts into theirs, as they would
+ *     sequentially: those insertions are among the reports.
+ *   - A race the taker finds whose earlier event lies at or above its floor
+ *     reverses at a position of the giver: it is checked against the taker's
+ *     own sleep set there (a subset of the giver's) and becomes a report,
+ *     which the giver places as it would place its own race.
+ * Why that is enough: DPOR's sleep sets are sound only together with the
+ * sequences the sleepers' own explorations insert into the later branches
+ * (a step that branches on what it read may make a sleeper's recorded event
+ * unlike the one it makes later: tests/test_share.py's first generated
+ * counterexample had f asleep in the taker).  Here every sleeper of a
+ * subtree was finished, with its insertions made, before the subtree was
+ * explored, in every process; f and c, unordered, may both explore a trace
+ * (redundant executions, never a missed one).  Every taker is a fork, so the
+ * positions up to its floor are the giver's, event for event: the reports'
+ * object names, valid for the first `floor` steps, mean the same there, and
+ * actor ids are mapped through the actor table (cs_share_import). */
+
+/* The branch of position p a give or take concerns: the first child after
+ * the running one whose actor does not sleep there (one that sleeps is
+ * redundant; backtracking drops it). */
+static node *shareable(const position *p, node **before) {
+    node *prev = p->root->first;
+    if (!prev) return NULL;
+    for (node *c = prev->next; c; prev = c, c = c->next)
+        if (!asleep(p, c->ev.actor) && c->ev.actor != p->root->first->ev.actor) {
+            *before = prev;
+            return c;
+        }
+    return NULL;
+}
+
+static void free_children(node *n) {
+    node *c = n->first;
+    while (c) {
+        node *nx = c->next;
+        c->next = NULL;
+        node_free(c);
+        c = nx;
+    }
+    n->first = n->last = NULL;
+}
+
+int cs__dpor_share_offer(void *state, size_t *position, int *found) {
+    dpor_state *s = state;
+    *found = 0;
+    if (!s->started || s->exhausted || s->waiting) return CS_OK;
+    size_t lo = s->floor == NO_FLOOR ? 0 : s->floor + 1;
+    /* positions before the next branch: their first child ran there (it is
+     * the replayed path), so it is exact and can sleep in the taker */
+    for (size_t k = lo; k < s->branch && k < s->n_pos; k++) {
+        node *before;
+        if (shareable(&s->pos[k], &before)) {
+            *position = k;
+            *found = 1;
             return CS_OK;
         }
-        if (k == 0) break;
-        pos_clear(p);
-        s->n_pos = k;
-        k--;
-        /* the branch executed at k is finished: it goes to sleep at k */
-        position *up = &s->pos[k];
-        if (up->n_owned == up->cap_owned) {
-            /* only the array of pointers moves: sleepers point at the
-             * nodes' events, which stay where they are */
-            uint32_t ncap = up->cap_owned ? up->cap_owned * 2 : 4;
-            node **no = realloc(up->owned, ncap * sizeof *no);
-            if (!no) return CS_ENOMEM;
-            up->owned = no;
-            up->cap_owned = ncap;
-        }
-        node *c = up->root->first;
-        up->root->first = c->next;
-        if (up->root->last == c) up->root->last = NULL;
-        c->next = NULL;
-        up->owned[up->n_owned++] = c; /* c has no children left (checked above) */
-        if ((rc = sleep_add(up, c->ev.actor, &c->ev))) return rc;
     }
-    pos_clear(&s->pos[0]);
-    s->n_pos = 0;
-    s->exhausted = true;
+    return CS_OK;
+}
+
+int cs__dpor_share_give(void *state, size_t k, size_t *token) {
+    dpor_state *s = state;
+    node *before;
+    node *c = k < s->n_pos && k < s->branch && !s->waiting ? shareable(&s->pos[k], &before)
+                                                           : NULL;
+    if (!c) return CS_EINVAL;
+    before->next = c->next;
+    if (s->pos[k].root->last == c) s->pos[k].root->last = before;
+    c->next = NULL;
+    free_children(c);
+    int rc = own_asleep(&s->pos[k], c);
+    if (rc) {
+        node_free(c);
+        return rc;
+    }
+    c->given = true;
+    *token = s->pos[k].n_owned - 1;
+    s->pos[k].held++;
+    return CS_OK;
+}
+
+int cs__dpor_share_take(void *state, size_t k) {
+    dpor_state *s = state;
+    node *before;
+    node *c = k < s->n_pos && k < s->branch && !s->waiting ? shareable(&s->pos[k], &before)
+                                                           : NULL;
+    if (!c) return CS_EINVAL;
+    for (size_t d = s->n_pos; d-- > k + 1;) pos_clear(&s->pos[d]);
+    s->n_pos = k + 1;
+    position *p = &s->pos[k];
+    node *f = p->root->first;
+    /* every other branch here is the giver's: f sleeps, the rest goes */
+    for (node *x = f->next; x;) {
+        node *nx = x->next;
+        x->next = NULL;
+        if (x != c) node_free(x);
+        x = nx;
+    }
+    f->next = NULL;
+    node_free(f);
+    p->root->first = p->root->last = c;
+    /* c is explored as if it came before f and the branches given before it
+     * whose reports are not in: none of them sleeps here */
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < p->n_sleep; i++) {
+        bool given = false;
+        for (uint32_t j = 0; j < p->n_owned && !given; j++)
+            given = p->owned[j]->given && &p->owned[j]->ev == p->sleep[i].ev;
+        if (!given) p->sleep[kept++] = p->sleep[i];
+    }
+    p->n_sleep = kept;
+    for (size_t d = 0; d <= k; d++) s->pos[d].held = 0;
+    s->branch = k;
+    s->floor = k;
+    s->out_len = 0;
+    return CS_OK;
+}
+
+int cs__dpor_share_done(void *state, size_t k, size_t token) {
+    dpor_state *s = state;
+    if (k >= s->n_pos || s->pos[k].held == 0 || token >= s->pos[k].n_owned ||
+        !s->pos[k].owned[token]->given)
+        return CS_EINVAL;
+    s->pos[k].owned[token]->given = false;
+    s->pos[k].held--;
+    return CS_OK;
+}
+
+int cs__dpor_share_waiting(void *state, size_t *position, int *waiting) {
+    dpor_state *s = state;
+    *waiting = s->waiting;
+    if (s->waiting) *position = s->n_pos - 1;
+    return CS_OK;
+}
+
+int cs__dpor_share_resume(void *state) {
+    dpor_state *s = state;
+    if (!s->waiting) return CS_EINVAL;
+    s->waiting = false;
+    return backtrack(s, s->n_pos - 1);
+}
+
+/* ---- reports: a byte string of records, each
+ *   uint32 position, uint32 vlen, uint32 n_acc (all elements), uint8 unstable
+ *   vlen x wevent (acc pointer cleared), n_acc x dacc (the elements' in order)
+ *   (vlen * vlen + 7) / 8 bytes: bit m * vlen + k = hb_v(m, k)
+ * in this binary's layout (giver and taker are forks of one process). */
+
+typedef struct {
+    uint32_t position, vlen, n_acc;
+    uint8_t unstable;
+} report_head;
+
+static int out_put(dpor_state *s, const void *data, size_t n) {
+    if (s->out_len + n > s->out_cap) {
+        size_t ncap = s->out_cap ? s->out_cap : 4096;
+        while (ncap < s->out_len + n) ncap *= 2;
+        uint8_t *no = realloc(s->out, ncap);
+        if (!no) return CS_ENOMEM;
+        s->out = no;
+        s->out_cap = ncap;
+    }
+    memcpy(s->out + s->out_len, data, n);
+    s->out_len += n;
+    return CS_OK;
+}
+
+/* Appends v (its remaining elements: all of them, as place() leaves them)
+ * reversing at `at_pos` to the reports.  The elements' names hold for the
+ * prefix this process shares with its giver: their anchors are clamped to
+ * the floor. */
+static int report_events(dpor_state *s, size_t at_pos, size_t vlen, const wevent *const *evs,
+                         bool unstable, const seqv *v) {
+    report_head h = {(uint32_t)at_pos, (uint32_t)vlen, 0, unstable};
+    for (size_t k = 0; k < vlen; k++) h.n_acc += evs[k]->n_acc;
+    size_t start = s->out_len;
+    int rc = out_put(s, &h, sizeof h);
+    for (size_t k = 0; k < vlen && rc == CS_OK; k++) {
+        wevent e = *evs[k];
+        e.acc = NULL;
+        if (e.anchor > s->floor) e.anchor = (uint32_t)s->floor;
+        rc = out_put(s, &e, sizeof e);
+    }
+    for (size_t k = 0; k < vlen && rc == CS_OK; k++)
+        if (evs[k]->n_acc) rc = out_put(s, evs[k]->acc, evs[k]->n_acc * sizeof(dacc));
+    size_t nbits = (vlen * vlen + 7) / 8;
+    if (rc == CS_OK) {
+        uint8_t *bits = calloc(nbits ? nbits : 1, 1);
+        if (!bits) rc = CS_ENOMEM;
+        for (size_t k = 0; bits && k < vlen; k++)
+            for (size_t m = 0; m < k; m++)
+                if (hb_v(v, m, k)) {
+                    size_t b = m * vlen + k;
+                    bits[b >> 3] |= (uint8_t)(1u << (b & 7));
+                }
+        if (bits) {
+            rc = out_put(s, bits, nbits);
+            free(bits);
+        }
+    }
+    if (rc) s->out_len = start;
+    return rc;
+}
+
+static int report(dpor_state *s, const seqv *v, size_t at_pos) {
+    const wevent **evs = malloc((v->vlen ? v->vlen : 1) * sizeof *evs);
+    if (!evs) return CS_ENOMEM;
+    for (size_t k = 0; k < v->vlen; k++) evs[k] = &s->tev[s->vidx[k]];
+    int rc = report_events(s, at_pos, v->vlen, evs, v->unstable, v);
+    free(evs);
+    return rc;
+}
+
+int cs__dpor_share_reports(void *state, const uint8_t **buf, size_t *len) {
+    dpor_state *s = state;
+    *buf = s->out;
+    *len = s->out_len;
+    return CS_OK;
+}
+
+void cs__dpor_share_reports_clear(void *state) { ((dpor_state *)state)->out_len = 0; }
+
+static int map_actor(cs_actor *a, const cs_actor *map, size_t n_map) {
+    if (*a == CS_NO_ACTOR) return CS_OK;
+    if ((size_t)*a >= n_map) return CS_EINVAL;
+    *a = map[*a];
+    return CS_OK;
+}
+
+/* The giver's side: each report of a taker (actor ids of the taker's table,
+ * map[taker id] = this process's id) is placed as this process's own race
+ * would be, or reported on when its position is above this process's own
+ * floor. */
+int cs__dpor_share_import(void *state, const uint8_t *buf, size_t len, const cs_actor *map,
+                          size_t n_map) {
+    dpor_state *s = state;
+    size_t off = 0;
+    while (off < len) {
+        report_head h;
+        if (len - off < sizeof h) return CS_EINVAL;
+        memcpy(&h, buf + off, sizeof h);
+        off += sizeof h;
+        size_t nbits = ((size_t)h.vlen * h.vlen + 7) / 8;
+        size_t need = (size_t)h.vlen * sizeof(wevent) + (size_t)h.n_acc * sizeof(dacc) + nbits;
+        if (h.vlen == 0 || len - off < need || h.position >= s->n_pos) return CS_EINVAL;
+        int rc = grow_scratch(s, h.vlen, h.n_acc + 1);
+        if (rc) return rc;
+        const uint8_t *evp = buf + off;
+        const uint8_t *accp = evp + (size_t)h.vlen * sizeof(wevent);
+        const uint8_t *bits = accp + (size_t)h.n_acc * sizeof(dacc);
+        off += need;
+        size_t a = 0;
+        for (size_t k = 0; k < h.vlen; k++) {
+            wevent *e = &s->tev[k];
+            memcpy(e, evp + k * sizeof(wevent), sizeof *e);
+            if (a + e->n_acc > h.n_acc) return CS_EINVAL;
+            e->acc = s->tacc + a;
+            memcpy(e->acc, accp + a * sizeof(dacc), e->n_acc * sizeof(dacc));
+            a += e->n_acc;
+            if ((rc = map_actor(&e->actor, map, n_map)) ||
+                (rc = map_actor(&e->sb_actor, map, n_map)))
+                return rc;
+            for (uint32_t i = 0; i < e->n_acc; i++) {
+                cs__objname *o = &e->acc[i].object;
+                if (o->family != CS__NAME_CREATED) continue;
+                cs_actor who = (cs_actor)(o->id >> 32);
+                if ((rc = map_actor(&who, map, n_map))) return rc;
+                o->id = (uint64_t)who << 32 | (o->id & 0xffffffffu);
+            }
+            s->vidx[k] = (uint32_t)k;
+        }
+        if (a != h.n_acc) return CS_EINVAL;
+        seqv v = {s, NULL, h.vlen, h.vlen, h.unstable != 0, bits};
+        if ((rc = place(s, &v, h.position))) return rc;
+    }
     return CS_OK;
 }
 

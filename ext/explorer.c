@@ -811,6 +811,103 @@ static PyGetSetDef Explorer_getset[] = {
 
 #define FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
 
+/* ------------------------------------------------ sharing the tree */
+/* cs_share_* (chaossloth.h): a dpor exploration split across forked
+ * processes, between executions; parallel.py drives them. */
+
+static PyObject *Explorer_share_offer(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
+    size_t position = 0;
+    int found = 0;
+    if (cs_py_check(cs_share_offer(self->ex, &position, &found)) < 0) return NULL;
+    if (!found) Py_RETURN_NONE;
+    return PyLong_FromSize_t(position);
+}
+
+typedef int (*share_at_fn)(cs_explorer *, size_t);
+
+static PyObject *share_at(ExplorerObject *self, PyObject *arg, share_at_fn fn) {
+    uint64_t position;
+    if (arg_u64(arg, SIZE_MAX, "position", &position) < 0) return NULL;
+    if (cs_py_check(fn(self->ex, (size_t)position)) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Explorer_share_give(ExplorerObject *self, PyObject *arg) {
+    uint64_t position;
+    size_t token = 0;
+    if (arg_u64(arg, SIZE_MAX, "position", &position) < 0) return NULL;
+    if (cs_py_check(cs_share_give(self->ex, (size_t)position, &token)) < 0) return NULL;
+    return PyLong_FromSize_t(token);
+}
+
+static PyObject *Explorer_share_take(ExplorerObject *self, PyObject *arg) {
+    return share_at(self, arg, cs_share_take);
+}
+
+static PyObject *Explorer_share_done(ExplorerObject *self, PyObject *const *args,
+                                     Py_ssize_t nargs) {
+    if (check_nargs("share_done", nargs, 2) < 0) return NULL;
+    uint64_t position, token;
+    if (arg_u64(args[0], SIZE_MAX, "position", &position) < 0 ||
+        arg_u64(args[1], SIZE_MAX, "token", &token) < 0)
+        return NULL;
+    if (cs_py_check(cs_share_done(self->ex, (size_t)position, (size_t)token)) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Explorer_share_reports(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
+    const uint8_t *buf = NULL;
+    size_t len = 0;
+    if (cs_py_check(cs_share_reports(self->ex, &buf, &len)) < 0) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len);
+    if (!out) return NULL;
+    if (cs_py_check(cs_share_reports_clear(self->ex)) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static PyObject *Explorer_share_import(ExplorerObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs) {
+    if (check_nargs("share_import", nargs, 2) < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(args[1], "share_import: the actor map must be a sequence");
+    cs_actor *map = NULL;
+    PyObject *result = NULL;
+    if (!seq) goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    map = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *map);
+    if (!map) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (arg_actor(PySequence_Fast_GET_ITEM(seq, i), "actor", &map[i]) < 0) goto done;
+    if (cs_py_check(cs_share_import(self->ex, view.buf, (size_t)view.len, map, (size_t)n)) < 0)
+        goto done;
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(map);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *Explorer_share_waiting(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
+    size_t position = 0;
+    int waiting = 0;
+    if (cs_py_check(cs_share_waiting(self->ex, &position, &waiting)) < 0) return NULL;
+    if (!waiting) Py_RETURN_NONE;
+    return PyLong_FromSize_t(position);
+}
+
+static PyObject *Explorer_share_resume(ExplorerObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (cs_py_check(cs_share_resume(self->ex)) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Explorer_methods[] = {
     {"intern", FASTCALL(Explorer_intern),
      "intern(parent: int | None, index: int) -> int: actor id of a creation path"},
@@ -842,6 +939,24 @@ static PyMethodDef Explorer_methods[] = {
      "reversal(i, j) -> list[int]: the schedule that runs race (i, j)'s j before i"},
     {"schedule", (PyCFunction)Explorer_schedule, METH_NOARGS,
      "schedule() -> list[int]: actor sequence of the current execution"},
+    {"share_offer", (PyCFunction)Explorer_share_offer, METH_NOARGS,
+     "share_offer() -> int | None: the shallowest position with a dpor branch to give"},
+    {"share_give", (PyCFunction)Explorer_share_give, METH_O,
+     "share_give(position) -> int: the branch offered there is another process's now "
+     "(the token share_done names it by)"},
+    {"share_take", (PyCFunction)Explorer_share_take, METH_O,
+     "share_take(position): explore only the branch offered there (in the fork)"},
+    {"share_reports", (PyCFunction)Explorer_share_reports, METH_NOARGS,
+     "share_reports() -> bytes: the races reversed above this process's branch, "
+     "since the last call"},
+    {"share_import", FASTCALL(Explorer_share_import),
+     "share_import(reports, actor_map): a taker's reports (map[taker id] = id here)"},
+    {"share_done", FASTCALL(Explorer_share_done),
+     "share_done(position, token): the branch given there has reported its last"},
+    {"share_waiting", (PyCFunction)Explorer_share_waiting, METH_NOARGS,
+     "share_waiting() -> int | None: the held position backtracking stopped at"},
+    {"share_resume", (PyCFunction)Explorer_share_resume, METH_NOARGS,
+     "share_resume(): backtrack on from the held position"},
     {NULL, NULL, 0, NULL},
 };
 

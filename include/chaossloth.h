@@ -299,6 +299,42 @@ typedef struct {
 
 void cs_explorer_stats(const cs_explorer *ex, cs_stats *out);
 
+/* ------------------------------------------------ sharing DPOR's tree */
+/* A dpor exploration split across processes (--jobs): between two
+ * executions, a process (the giver) offers a pending branch of a shallow
+ * position of its wakeup tree; a fork of it (the taker) takes that branch
+ * and explores its subtree only, while the giver goes on without it.  What
+ * the taker finds that reverses above its branch comes back as reports,
+ * which the giver imports; the giver does not backtrack above a position
+ * whose given branches are not all done.  Every subtree is explored by one
+ * process, and the exploration is complete when every process's part is.
+ * Each call needs a dpor explorer between executions (else CS_EINVAL /
+ * CS_ESTATE); strategy_dpor.c states the argument.
+ *
+ *   offer: *found = 1 and the shallowest position with a branch to give;
+ *   give (giver, after the fork): that branch is the taker's now; *token
+ *     names it for done;
+ *   take (taker, right after the fork): only that branch is left here;
+ *   reports (taker, any time): the reports so far, a byte string valid
+ *     until the next call on ex; reports_clear drops them once sent;
+ *   import (giver): a taker's reports, its actor ids mapped to the giver's
+ *     (map[taker id], n_map = the taker's actor count);
+ *   done (giver): the branch given at `position` as `token` has reported
+ *     its last;
+ *   waiting: *waiting = 1 when backtracking stopped at a held position
+ *     (cs_execution_begin then fails with CS_ESTATE); resume goes on once its
+ *     branches are done and their reports imported. */
+int cs_share_offer(cs_explorer *ex, size_t *position, int *found);
+int cs_share_give(cs_explorer *ex, size_t position, size_t *token);
+int cs_share_take(cs_explorer *ex, size_t position);
+int cs_share_reports(cs_explorer *ex, const uint8_t **buf, size_t *len);
+int cs_share_reports_clear(cs_explorer *ex);
+int cs_share_import(cs_explorer *ex, const uint8_t *buf, size_t len, const cs_actor *map,
+                    size_t n_map);
+int cs_share_done(cs_explorer *ex, size_t position, size_t token);
+int cs_share_waiting(cs_explorer *ex, size_t *position, int *waiting);
+int cs_share_resume(cs_explorer *ex);
+
 /* ----------------------------------------------- the current execution */
 /* Read access to what the current (or just ended) execution recorded. */
 

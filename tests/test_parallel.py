@@ -131,8 +131,15 @@ def test_cli_runs_a_sampling_strategy_on_n_processes(tmp_path: Path) -> None:
 
 def test_cli_says_when_a_strategy_is_not_split(tmp_path: Path) -> None:
     (tmp_path / "prog.py").write_text(REVERSED)
-    r = _cli(tmp_path, "--strategy", "dpor", "--jobs", "2", "--max-executions", "50")
-    assert "--jobs 2: strategy dpor runs in one process" in r.stdout, r.stdout + r.stderr
+    r = _cli(tmp_path, "--strategy", "fifo", "--jobs", "2")
+    assert "--jobs 2: strategy fifo runs in one process" in r.stdout, r.stdout + r.stderr
+
+
+def test_cli_says_dpor_shares_its_tree(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text(REVERSED)
+    r = _cli(tmp_path, "--strategy", "dpor", "--jobs", "2")
+    assert "--jobs 2: dpor's tree is shared by up to 2 processes" in r.stdout, r.stdout + r.stderr
+    assert "(dpor on 2 processes)" in r.stdout and "FAIL:" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "100000", "two"])

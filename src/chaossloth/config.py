@@ -162,8 +162,9 @@ class Config:
         1,
         "processes that explore side by side: random, pct and pos (and auto's pct phase) split "
         "one sequence of random streams, so the executions tried, and with stop-on-failure the "
-        "failure found, are a single process's (pct's change points aside); dpor runs in one "
-        "process",
+        "failure found, are a single process's (pct's change points aside); dpor (and auto's "
+        "dpor phase) shares its tree: a process gives a pending branch to a fork of itself, "
+        "and complete means every process's part was",
         "--jobs",
     )
     telemetry: bool = _opt(
@@ -437,6 +438,14 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "CHAOSSLOTH_BRANCHING_SEED": (
         "tests/test_soundness_branching.py",
         "the seed of the generated branching programs (default 3)",
+    ),
+    "CHAOSSLOTH_SHARE_PROGRAMS": (
+        "tests/test_share.py",
+        "how many generated branching programs dpor on 2 and 3 processes checks (default 40)",
+    ),
+    "CHAOSSLOTH_SHARE_SEED": (
+        "tests/test_share.py",
+        "the seed of those programs (default 11)",
     ),
     "CHAOSSLOTH_SOUNDNESS_RANDOM": (
         "tests/test_dpor_asyncio.py",

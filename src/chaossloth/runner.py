@@ -171,6 +171,9 @@ class ExplorationResult:
     relaxed_timers_left: bool = False
     #: False when distinct_traces is a lower bound (--jobs: the largest worker's count)
     distinct_traces_exact: bool = True
+    #: distinct_traces is an upper bound (dpor with --jobs: each process counts its own new
+    #: traces, and a trace two processes ran counts twice)
+    distinct_traces_upper_bound: bool = False
 
     @property
     def failed(self) -> bool:
@@ -1369,28 +1372,113 @@ def _explore_one(
     driver = _Driver(factory, ex, cfg, oracle)
     started = time.monotonic()
     index = result.executions
+    shared = None
+    if cfg.jobs > 1 and strategy == "dpor" and _Shard.board is None:
+        from chaossloth import share  # imported here: only --jobs needs it
+
+        if share.supported():
+            shared = share.start(cfg.jobs, max_executions, cfg.stop_on_failure)
     try:
-        with driver.capturing():
-            _explore_loop(
-                ex,
-                driver,
-                cfg,
-                strategy,
-                max_executions,
-                time_limit,
-                index,
-                started,
-                progress=progress,
-                result=result,
-                on_execution=on_execution,
-            )
-    except KeyboardInterrupt:
-        if _Interrupts.user or not _Interrupts.watchdog:
-            raise
-        # the watchdog's interrupt landed just after the execution it was meant for
-    _merge_stats(result, ex, strategy)
+        try:
+            with driver.capturing():
+                _explore_loop(
+                    ex,
+                    driver,
+                    cfg,
+                    strategy,
+                    max_executions,
+                    time_limit,
+                    index,
+                    started,
+                    progress=progress,
+                    result=result,
+                    on_execution=on_execution,
+                    shared=shared,
+                )
+        except KeyboardInterrupt:
+            if _Interrupts.user or not _Interrupts.watchdog:
+                raise
+            # the watchdog's interrupt landed just after the execution it was meant for
+        if shared is not None:
+            # this process's part is over: the takers still running stop at their next
+            # execution (their parts are then incomplete) and report
+            shared.stop()
+            shared.wait_all(ex)
+        _merge_stats(result, ex, strategy)
+        if shared is not None:
+            _merge_shared(result, shared, factory, cfg, oracle)
+    finally:
+        if shared is not None:
+            shared.close()
     if _Interrupts.watchdog:
         result.budget_hit = True  # the time limit stopped an execution that did not end
+
+
+def _merge_shared(
+    result: ExplorationResult,
+    shared: Any,
+    factory: ScenarioFactory,
+    cfg: Config,
+    oracle: Callable[[Any], Any] | None,
+) -> None:
+    """Adds what the processes that took part of a dpor exploration found (share.py): their
+    counts, whether their parts are complete, and their failures, each replayed here (light)
+    from its schedule and actor table; the better of them and this process's is kept."""
+    counts = shared.counts
+    phase = result.phases[-1]
+    for key, name in (
+        ("executions", "executions"),
+        ("failing", "failing_executions"),
+        ("aborted", "aborted"),
+        ("sleep_blocked", "sleep_blocked"),
+        ("distinct_traces", "distinct_traces"),
+    ):
+        setattr(result, name, getattr(result, name) + counts[key])
+        phase[key] = phase.get(key, 0) + counts[key]
+    result.max_depth = max(result.max_depth, shared.max_depth)
+    phase["max_depth"] = max(phase.get("max_depth", 0), shared.max_depth)
+    phase["complete"] = bool(phase.get("complete")) and shared.complete
+    phase["budget_hit"] = bool(phase.get("budget_hit")) or shared.budget_hit
+    phase["traces_estimated"] = bool(phase.get("traces_estimated")) or shared.traces_estimated
+    phase["processes_forked"] = shared.gave
+    result.budget_hit = result.budget_hit or shared.budget_hit
+    if shared.gave:
+        result.distinct_traces_upper_bound = True
+    best = min(shared.failures, key=lambda f: (f["deviations"], f["steps"]), default=None)
+    if best is None:
+        return
+    mine = result.minimal_failure
+    if mine is not None and (mine.deviations, len(mine.steps)) <= (
+        best["deviations"],
+        best["steps"],
+    ):
+        return
+    replayed = run_once(
+        factory,
+        schedule=best["schedule"],
+        actor_paths=[tuple(p) for p in best["actor_paths"]],
+        oracle=oracle,
+        config=cfg,
+    )
+    if not replayed.failed:
+        raise _errors.NondeterminismError(
+            "a failing schedule found by another --jobs process passes when replayed"
+        )
+    replayed.strategy = "dpor"
+    replayed.deviations = best["deviations"]
+    result.minimal_failure = replayed
+    if result.first_failure is None:
+        result.first_failure = replayed
+
+
+def _failure_record(r: ExecutionResult) -> dict[str, Any]:
+    """A failing execution as a taker sends it (share.py): enough to replay it."""
+    return {
+        "schedule": r.schedule,
+        "actor_paths": list(r.actor_paths),
+        "deviations": r.deviations,
+        "steps": len(r.steps),
+    }
 
 
 def _explore_loop(
@@ -1406,9 +1494,42 @@ def _explore_loop(
     progress: Callable[[Progress], None] | None,
     result: ExplorationResult,
     on_execution: Callable[[ExecutionResult], None] | None,
+    shared: Any = None,
 ) -> None:
     """_explore_one's executions, until the explorer, a failure (stop_on_failure) or the
-    watchdog stops them."""
+    watchdog stops them.  With `shared` (share.py), a fork made here to take a branch of the
+    tree ends in here: it sends its part to the process it was forked from."""
+    try:
+        _explore_loop_body(
+            ex, driver, cfg, strategy, max_executions, time_limit, index, started,
+            progress=progress, result=result, on_execution=on_execution, shared=shared,
+        )  # fmt: skip
+    except BaseException as exc:
+        if shared is not None and shared.taker_of is not None:
+            shared.finish_taker(ex, [], bool(_Interrupts.watchdog), exc)
+        raise
+    if shared is not None and shared.taker_of is not None:
+        kept = [r for r in (result.first_failure, result.minimal_failure) if r is not None]
+        shared.finish_taker(
+            ex, [_failure_record(r) for r in kept], bool(_Interrupts.watchdog), None
+        )
+
+
+def _explore_loop_body(
+    ex: Any,
+    driver: _Driver,
+    cfg: Config,
+    strategy: str,
+    max_executions: int | None,
+    time_limit: float | None,
+    index: int,
+    started: float,
+    *,
+    progress: Callable[[Progress], None] | None,
+    result: ExplorationResult,
+    on_execution: Callable[[ExecutionResult], None] | None,
+    shared: Any,
+) -> None:
     last_progress = 0.0
     board = _Shard.board
     if on_execution is None:
@@ -1423,8 +1544,23 @@ def _explore_loop(
             )
 
         driver.keep_message = keep
-    while ex.begin() if board is None else _shard_goes_on(ex, index):
+
+    def became_taker() -> None:
+        # a fork that took a branch: its failures are its own part's
+        restart_watchdog()
+        result.first_failure = result.minimal_failure = None
+
+    def goes_on() -> bool:
+        if shared is not None and not shared.before_begin(ex, became_taker):
+            return False
+        return bool(ex.begin()) if board is None else _shard_goes_on(ex, index)
+
+    while goes_on():
         r = driver.run(index, detailed=False)
+        if shared is not None:
+            shared.counted()
+            if shared.taker_of is not None:
+                progress = None  # the first process reports progress
         if _Interrupts.watchdog:
             return
         index += 1
@@ -1445,6 +1581,8 @@ def _explore_loop(
             if _better(r, result.minimal_failure):
                 result.minimal_failure = r
             if cfg.stop_on_failure:
+                if shared is not None:
+                    shared.stop()
                 break
         if progress is not None:
             now = time.monotonic()

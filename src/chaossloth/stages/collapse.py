@@ -100,15 +100,20 @@ def explore(ctx: Context) -> ExecutionResult | None:
     # the schedules DPOR ran, for the sentinel's capture-gap rule (runner.find_capture_gap)
     log = runner.ScheduleLog() if cfg.strategy in SENTINEL_AFTER and share > 0 else None
     sharded = cfg.jobs > 1 and cfg.strategy in parallel.SHARDED_STRATEGIES
-    if cfg.jobs > 1 and cfg.strategy == "auto":
+    shared_tree = cfg.jobs > 1 and cfg.strategy in ("dpor", "auto")
+    if shared_tree:
         pr.say(
-            f"--jobs {cfg.jobs}: auto's dpor phase runs in one process, its pct phase (when dpor "
-            f"does not complete) on {cfg.jobs}"
+            f"--jobs {cfg.jobs}: dpor's tree is shared by up to {cfg.jobs} processes"
+            + (
+                " (auto's pct phase, when dpor does not complete, too)"
+                if cfg.strategy == "auto"
+                else ""
+            )
         )
     elif cfg.jobs > 1 and not sharded:
         pr.say(
             f"--jobs {cfg.jobs}: strategy {cfg.strategy} runs in one process (only "
-            f"{', '.join(parallel.SHARDED_STRATEGIES)} are split across processes)"
+            f"dpor, auto and {', '.join(parallel.SHARDED_STRATEGIES)} are split across processes)"
         )
     try:
         if sharded:
@@ -134,6 +139,7 @@ def explore(ctx: Context) -> ExecutionResult | None:
     res.distinct_traces = ex.distinct_traces
     res.distinct_traces_estimated = any(p.get("traces_estimated") for p in ex.phases)
     res.distinct_traces_lower_bound = not ex.distinct_traces_exact
+    res.distinct_traces_upper_bound = ex.distinct_traces_upper_bound
     res.sleep_blocked = ex.sleep_blocked
     res.complete = bool(ex.complete)
     if ex.incomplete_reason:
@@ -142,7 +148,7 @@ def explore(ctx: Context) -> ExecutionResult | None:
     strategies = "+".join(dict.fromkeys(p.get("strategy", "?") for p in ex.phases)) or cfg.strategy
     pr.say(
         f"{ex.executions} executions ({strategies}"
-        + (f" on {cfg.jobs} processes" if sharded else "")
+        + (f" on {cfg.jobs} processes" if sharded or shared_tree else "")
         + "), "
         + _distinct_traces_said(ex, res.distinct_traces_estimated)
         + ", "
@@ -171,10 +177,12 @@ def explore(ctx: Context) -> ExecutionResult | None:
 
 def _distinct_traces_said(ex: ExplorationResult, estimated: bool) -> str:
     """The distinct-trace count as stage 3 says it: exact, estimated (the engine's sketch past
-    CS_EXACT_TRACES fingerprints) or a lower bound (--jobs: the workers' sets are not merged)."""
+    CS_EXACT_TRACES fingerprints) or not exact (--jobs: the processes' sets are not merged)."""
     n = f"{ex.distinct_traces} distinct traces"
     if not ex.distinct_traces_exact:
         return f"at least {'about ' if estimated else ''}{n} (counted per process)"
+    if ex.distinct_traces_upper_bound:
+        return f"at most {'about ' if estimated else ''}{n} (counted per process)"
     return f"about {n} (estimated past {_core.EXACT_TRACES:,})" if estimated else n
 
 

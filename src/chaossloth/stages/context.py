@@ -59,6 +59,8 @@ class Result:
     distinct_traces_estimated: bool = False
     #: distinct_traces is a lower bound: --jobs counts per worker process (the largest count)
     distinct_traces_lower_bound: bool = False
+    #: distinct_traces is an upper bound: dpor with --jobs sums each process's new traces
+    distinct_traces_upper_bound: bool = False
     sleep_blocked: int = 0  #: dpor executions cut short as redundant (0 on read/write programs)
     complete: bool = False
     explore_seconds: float = 0.0
@@ -131,6 +133,7 @@ class Result:
             "distinct_traces": self.distinct_traces,
             "distinct_traces_estimated": self.distinct_traces_estimated,
             "distinct_traces_lower_bound": self.distinct_traces_lower_bound,
+            "distinct_traces_upper_bound": self.distinct_traces_upper_bound,
             "sleep_blocked": self.sleep_blocked,
             "complete": self.complete,
             "explore_seconds": round(self.explore_seconds, 6),
