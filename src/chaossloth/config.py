@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,33 +240,7 @@ class Config:
     quiet: bool = _opt("output", False, "print only the verdict line", "--quiet")
 
     def __post_init__(self) -> None:
-        # every field: its type (bools and strings by their annotation); then the ranges
-        for name, annotation in _TYPED_FIELDS:
-            v = getattr(self, name)
-            if annotation == "bool" and not isinstance(v, bool):
-                raise InputError(f"option {name} must be True or False, not {v!r}")
-            if annotation == "str | None" and v is not None and not isinstance(v, str):
-                raise InputError(f"option {name} must be a string, not {v!r}")
-            if annotation == "tuple[str, ...]" and not (
-                isinstance(v, tuple) and all(isinstance(x, str) for x in v)
-            ):
-                raise InputError(f"option {name} must be a tuple of strings, not {v!r}")
-        _check_choice("strategy", self.strategy, ALL_STRATEGIES)
-        _check_choice("timers", self.timers, TIMER_MODES)
-        _check_int("tasks", self.tasks, minimum=1, below=MAX_TASKS + 1)
-        _check_int("max_steps", self.max_steps, minimum=1, below=U64_LIMIT)
-        _check_int("seed", self.seed, minimum=0, below=U64_LIMIT)
-        _check_int("jobs", self.jobs, minimum=1, below=MAX_JOBS + 1)
-        if self.max_executions is not None:
-            _check_int("max_executions", self.max_executions, minimum=1, below=U64_LIMIT)
-        if self.time_limit is not None:
-            _check_seconds("time_limit", self.time_limit)
-        _check_seconds("telemetry_budget", self.telemetry_budget)
-        w = self.telemetry_width
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= 1:
-            raise InputError(f"option telemetry_width must be a share in (0, 1], not {w!r}")
-        if self.sentinel is not None:
-            _check_share("sentinel", self.sentinel)
+        _check_fields(self, NAMES)
 
     def sentinel_share(self) -> float:
         """The sentinel's share: the option, else $CHAOSSLOTH_SENTINEL, else DEFAULT_SENTINEL
@@ -291,9 +266,13 @@ class Config:
             raise InputError(
                 f"unknown option(s): {', '.join(unknown)} (options: {', '.join(NAMES)})"
             )
-        changed = dict(self.__dict__)
-        changed.update(options)
-        return Config(**changed)
+        # the same object Config(**changed) would make, with only the changed options checked
+        # (a copy is made per exploration; checking every field each time cost more than it)
+        copy = object.__new__(Config)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(options)
+        _check_fields(copy, options)
+        return copy
 
     def time_budget(self) -> float | None:
         """The commands' time limit: time_limit, else DEFAULT_TIME_LIMIT unless a
@@ -338,6 +317,53 @@ _TYPED_FIELDS: tuple[tuple[str, str], ...] = tuple(
     for f in dataclasses.fields(Config)
     if f.type in ("bool", "str | None", "tuple[str, ...]")
 )
+_TYPED = dict(_TYPED_FIELDS)
+
+
+def _check_fields(c: Config, names: Iterable[str]) -> None:
+    """Checks the options `names` of `c`: their types (bools, strings and tuples of strings
+    by their annotation), then the ranges; an InputError names the first bad one."""
+    for name in names:
+        annotation = _TYPED.get(name)
+        if annotation is None:
+            continue
+        v = getattr(c, name)
+        if annotation == "bool" and not isinstance(v, bool):
+            raise InputError(f"option {name} must be True or False, not {v!r}")
+        if annotation == "str | None" and v is not None and not isinstance(v, str):
+            raise InputError(f"option {name} must be a string, not {v!r}")
+        if annotation == "tuple[str, ...]" and not (
+            isinstance(v, tuple) and all(isinstance(x, str) for x in v)
+        ):
+            raise InputError(f"option {name} must be a tuple of strings, not {v!r}")
+    for name in names:
+        check = _RANGES.get(name)
+        if check is not None:
+            check(getattr(c, name))
+
+
+def _telemetry_width(w: Any) -> None:
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= 1:
+        raise InputError(f"option telemetry_width must be a share in (0, 1], not {w!r}")
+
+
+#: the option -> its range check (the options not here have only their type checked)
+_RANGES: dict[str, Callable[[Any], None]] = {
+    "strategy": lambda v: _check_choice("strategy", v, ALL_STRATEGIES),
+    "timers": lambda v: _check_choice("timers", v, TIMER_MODES),
+    "tasks": lambda v: _check_int("tasks", v, minimum=1, below=MAX_TASKS + 1),
+    "max_steps": lambda v: _check_int("max_steps", v, minimum=1, below=U64_LIMIT),
+    "seed": lambda v: _check_int("seed", v, minimum=0, below=U64_LIMIT),
+    "jobs": lambda v: _check_int("jobs", v, minimum=1, below=MAX_JOBS + 1),
+    "max_executions": lambda v: (
+        None if v is None else _check_int("max_executions", v, minimum=1, below=U64_LIMIT)
+    ),
+    "time_limit": lambda v: None if v is None else _check_seconds("time_limit", v),
+    "telemetry_budget": lambda v: _check_seconds("telemetry_budget", v),
+    "telemetry_width": _telemetry_width,
+    "sentinel": lambda v: None if v is None else _check_share("sentinel", v),
+}
+
 #: Every option at its default.
 DEFAULTS = Config()
 

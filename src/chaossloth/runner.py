@@ -1381,20 +1381,32 @@ def _explore_one(
     try:
         try:
             with driver.capturing():
-                _explore_loop(
-                    ex,
-                    driver,
-                    cfg,
-                    strategy,
-                    max_executions,
-                    time_limit,
-                    index,
-                    started,
-                    progress=progress,
-                    result=result,
-                    on_execution=on_execution,
-                    shared=shared,
-                )
+                try:
+                    _explore_loop(
+                        ex,
+                        driver,
+                        cfg,
+                        strategy,
+                        max_executions,
+                        time_limit,
+                        index,
+                        started,
+                        progress=progress,
+                        result=result,
+                        on_execution=on_execution,
+                        shared=shared,
+                    )
+                except BaseException as exc:
+                    if shared is not None and shared.taker_of is not None:
+                        shared.finish_taker(ex, [], bool(_Interrupts.watchdog), exc)
+                    raise
+                if shared is not None and shared.taker_of is not None:
+                    # a process that took a branch: its part goes to its giver, and it ends
+                    ends = (result.first_failure, result.minimal_failure)
+                    kept = [r for r in ends if r is not None]
+                    shared.finish_taker(
+                        ex, [_failure_record(r) for r in kept], bool(_Interrupts.watchdog), None
+                    )
         except KeyboardInterrupt:
             if _Interrupts.user or not _Interrupts.watchdog:
                 raise
@@ -1494,42 +1506,11 @@ def _explore_loop(
     progress: Callable[[Progress], None] | None,
     result: ExplorationResult,
     on_execution: Callable[[ExecutionResult], None] | None,
-    shared: Any = None,
-) -> None:
-    """_explore_one's executions, until the explorer, a failure (stop_on_failure) or the
-    watchdog stops them.  With `shared` (share.py), a fork made here to take a branch of the
-    tree ends in here: it sends its part to the process it was forked from."""
-    try:
-        _explore_loop_body(
-            ex, driver, cfg, strategy, max_executions, time_limit, index, started,
-            progress=progress, result=result, on_execution=on_execution, shared=shared,
-        )  # fmt: skip
-    except BaseException as exc:
-        if shared is not None and shared.taker_of is not None:
-            shared.finish_taker(ex, [], bool(_Interrupts.watchdog), exc)
-        raise
-    if shared is not None and shared.taker_of is not None:
-        kept = [r for r in (result.first_failure, result.minimal_failure) if r is not None]
-        shared.finish_taker(
-            ex, [_failure_record(r) for r in kept], bool(_Interrupts.watchdog), None
-        )
-
-
-def _explore_loop_body(
-    ex: Any,
-    driver: _Driver,
-    cfg: Config,
-    strategy: str,
-    max_executions: int | None,
-    time_limit: float | None,
-    index: int,
-    started: float,
-    *,
-    progress: Callable[[Progress], None] | None,
-    result: ExplorationResult,
-    on_execution: Callable[[ExecutionResult], None] | None,
     shared: Any,
 ) -> None:
+    """_explore_one's executions, until the explorer, a failure (stop_on_failure) or the
+    watchdog stops them.  With `shared` (share.py), a process forked here to take a branch of
+    the tree returns from here too, into _explore_one, which ends it."""
     last_progress = 0.0
     board = _Shard.board
     if on_execution is None:
