@@ -37,6 +37,13 @@ PROGRAM_SEED = int(os.environ.get("CHAOSSLOTH_SHARE_SEED", "11"))
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="--jobs needs os.fork")
 
 
+@pytest.fixture(autouse=True)
+def share_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small programs share their trees too (a process gives a branch from its first
+    execution on, not after share.GIVE_AFTER)."""
+    monkeypatch.setenv("CHAOSSLOTH_SHARE_AFTER", "0")
+
+
 def outcomes(
     factory_of: Any, observe: Any, strategy: str, jobs: int, **options: Any
 ) -> tuple[set[str], runner.ExplorationResult]:
@@ -260,3 +267,17 @@ def test_cli_check_with_jobs_finds_the_seed_bug_and_proves_the_fix(tmp_path: Pat
     fixed = cli("fix", str(SEED), *common, cwd=tmp_path)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "complete" in fixed.stdout, fixed.stdout
+
+
+def test_a_bad_share_after_is_an_input_error(
+    primitives: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chaossloth.errors import InputError
+
+    monkeypatch.setenv("CHAOSSLOTH_SHARE_AFTER", "soon")
+    program = scenario.load(str(primitives), Config(scenario="event"))
+    try:
+        with pytest.raises(InputError, match="CHAOSSLOTH_SHARE_AFTER"):
+            runner.explore(program.factory, strategy="dpor", jobs=2)
+    finally:
+        program.release()

@@ -398,6 +398,13 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
             "of one line"
         ),
     ),
+    "CHAOSSLOTH_SHARE_AFTER": (
+        "chaossloth/share.py",
+        (
+            "dpor with --jobs: the seconds a process explores before it gives a branch to a "
+            "fork (default 0.05; the tests set 0 so that small programs share their trees)"
+        ),
+    ),
     "CHAOSSLOTH_SENTINEL": (
         "chaossloth/config.py",
         (

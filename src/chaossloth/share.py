@@ -35,12 +35,32 @@ import select
 import signal
 import sys
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 #: the counts a taker sends, summed over its own executions and its takers'
 COUNTS = ("executions", "failing", "aborted", "sleep_blocked", "distinct_traces")
+
+#: seconds a process explores (since it began, or was forked) before it gives a branch away,
+#: unless $CHAOSSLOTH_SHARE_AFTER says otherwise: a fork costs its two processes some tens of
+#: milliseconds (the pages both then write are copied), more than a small exploration takes
+#: whole (bench/jobs.py)
+GIVE_AFTER = 0.05
+
+
+def give_after() -> float:
+    text = os.environ.get("CHAOSSLOTH_SHARE_AFTER", "").strip()
+    try:
+        value = float(text) if text else GIVE_AFTER
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        from chaossloth.errors import InputError
+
+        raise InputError(f"CHAOSSLOTH_SHARE_AFTER must be a number of seconds >= 0, not {text!r}")
+    return value
 
 
 @dataclass
@@ -98,6 +118,8 @@ class Share:
         self.traces_estimated = False
         self.failures: list[dict[str, Any]] = []
         self.gave = 0
+        self.since = time.monotonic()  # when this process began exploring
+        self.give_after = give_after()
 
     # -- the board ------------------------------------------------------------------------
 
@@ -143,6 +165,8 @@ class Share:
         if self._over_budget():
             self.budget_hit = True
             return False
+        if time.monotonic() - self.since < self.give_after:
+            return True
         while (position := ex.share_offer()) is not None:
             try:
                 os.read(self.slots_r, 1)
@@ -170,6 +194,7 @@ class Share:
             self.counts = dict.fromkeys(COUNTS, 0)
             self.max_depth, self.complete, self.budget_hit = 0, True, False
             self.traces_estimated, self.failures, self.gave = False, [], 0
+            self.since = time.monotonic()
             ex.share_take(position)
             self.base = ex.stats()
             self.actor_base = _actor_count(ex)
