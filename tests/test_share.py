@@ -281,3 +281,19 @@ def test_a_bad_share_after_is_an_input_error(
             runner.explore(program.factory, strategy="dpor", jobs=2)
     finally:
         program.release()
+
+
+def test_without_processes_to_fork_one_process_explores_it_all(
+    primitives: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_fork() -> int:
+        raise BlockingIOError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    program = scenario.load(str(primitives), Config(scenario="condition"))
+    try:
+        res = runner.explore(program.factory, strategy="dpor", jobs=2, stop_on_failure=False)
+    finally:
+        program.release()
+    assert res.complete and res.executions == 10
+    assert res.phases[-1]["processes_forked"] == 0

@@ -172,18 +172,36 @@ class Share:
                 os.read(self.slots_r, 1)
             except BlockingIOError:
                 break
-            self._fork(ex, position, restart)
+            if not self._fork(ex, position, restart):
+                break
         return True
 
-    def _fork(self, ex: Any, position: int, restart: Any) -> None:
-        read_end, write_end = os.pipe()
+    def _fork(self, ex: Any, position: int, restart: Any) -> bool:
+        """Gives the branch offered at `position` to a new fork (True), or, with no process to
+        be had, gives nothing and stops giving (False)."""
+        try:
+            read_end, write_end = os.pipe()
+        except OSError:
+            read_end = write_end = -1
         sys.stdout.flush()
         sys.stderr.flush()
-        with warnings.catch_warnings():
-            # 3.12+ warns about fork in a process with threads (the watchdog's, which holds no
-            # lock the taker needs)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+        pid = -1
+        if read_end >= 0:
+            with warnings.catch_warnings():
+                # 3.12+ warns about fork in a process with threads (the watchdog's, which holds
+                # no lock the taker needs)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                try:
+                    pid = os.fork()
+                except OSError:
+                    os.close(read_end)
+                    os.close(write_end)
+        if pid < 0:
+            # no process to be had (a limit of the system): this one explores on alone, the
+            # branch stays its own
+            os.write(self.slots_w, b".")
+            self.give_after = float("inf")
+            return False
         if pid == 0:
             os.close(read_end)
             for t in self.takers.values():
@@ -199,11 +217,12 @@ class Share:
             self.base = ex.stats()
             self.actor_base = _actor_count(ex)
             restart()
-            return
+            return True
         os.close(write_end)
         token = ex.share_give(position)
         self.takers[pid] = _Taker(pid, read_end, position, token)
         self.gave += 1
+        return True
 
     def _reclaim(self, ex: Any) -> None:
         """Takes a slot back, reaping the takers that end meanwhile (their giver gives their
@@ -334,7 +353,9 @@ class Share:
             os._exit(status)
 
     def close(self) -> None:
-        """In the first process, at the end: the shared objects go."""
+        """In the first process, at the end: the shared objects go (the stop flag first, so
+        that the takers of a taker killed here stop at their next execution)."""
+        self.stop()
         self.kill_all()
         for fd in (self.slots_r, self.slots_w):
             with contextlib.suppress(OSError):
