@@ -9,12 +9,17 @@
  * CS_DPOR_PROGRAMS=N runs N programs per family instead of the default;
  * CS_DPOR_SEED=S changes the generator's seed; CS_DPOR_STEPS=K the bound on
  * visible operations per program (default 8 without locks, 9 with). */
+#define _POSIX_C_SOURCE 200809L /* fork, pipe, waitpid: the shared-tree test */
 #include "chaossloth.h"
 #include "ctest.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define N(a) (sizeof(a) / sizeof *(a))
 
@@ -601,6 +606,144 @@ static void test_data_dependent_steps_one_execution_per_trace(void) {
            (unsigned long long)se.executions);
 }
 
+/* Sharing the tree (cs_share_*, strategy_dpor.c "sharing the tree"): the
+ * await-chain program explored with every branch offered given to a fork,
+ * forks giving in turn; each fork sends its outcomes, completeness and
+ * reports back through a pipe when it ends.  Together they reach exhaustive's
+ * outcomes, and the exploration is complete. */
+typedef struct {
+    int fd;
+    pid_t pid;
+    size_t position, token;
+} aw_taker;
+
+static bool write_all(int fd, const void *data, size_t n) {
+    const uint8_t *p = data;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w <= 0) return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static bool read_all(int fd, void *data, size_t n) {
+    uint8_t *p = data;
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r <= 0) return false;
+        p += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
+/* Reads a taker's end: complete, its outcomes, its reports (imported). */
+static void aw_collect(cs_explorer *ex, const aw_taker *t, aw_outcomes *out, int *complete) {
+    int c = 0;
+    size_t n = 0, len = 0;
+    uint64_t v[64];
+    cs_actor map[AW_N] = {0, 1, 2, 3};
+    CHECK(read_all(t->fd, &c, sizeof c) && read_all(t->fd, &n, sizeof n) && n <= 64 &&
+          read_all(t->fd, v, n * sizeof *v) && read_all(t->fd, &len, sizeof len));
+    uint8_t *reports = malloc(len ? len : 1);
+    CHECK(reports && read_all(t->fd, reports, len));
+    CHECK_EQ(cs_share_import(ex, reports, len, map, AW_N), CS_OK);
+    CHECK_EQ(cs_share_done(ex, t->position, t->token), CS_OK);
+    free(reports);
+    close(t->fd);
+    int status = 0;
+    CHECK_EQ(waitpid(t->pid, &status, 0), t->pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (size_t i = 0; i < n; i++) aw_add(out, v[i]);
+    if (!c) *complete = 0;
+}
+
+static void test_shared_tree_reaches_every_outcome(void) {
+    aw_outcomes oe = {{0}, 0}, os = {{0}, 0};
+    cs_stats se;
+    aw_explore(CS_STRATEGY_EXHAUSTIVE, &se, &oe);
+    cs_config cfg;
+    cs_config_init(&cfg, CS_STRATEGY_DPOR);
+    cfg.stable_objects = 1;
+    cs_explorer *ex = NULL;
+    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
+    if (!ex) return;
+    aw_state w;
+    memset(&w, 0, sizeof w);
+    cs_actor_intern(ex, CS_NO_ACTOR, 0, &w.id[AW_MAIN]);
+    for (int t = 0; t < 3; t++) cs_actor_intern(ex, w.id[AW_MAIN], (uint32_t)t, &w.id[AW_T0 + t]);
+    aw_taker takers[16];
+    size_t nt = 0, forks = 0;
+    int up = -1; /* a taker's pipe to its giver */
+    int complete = 1;
+    for (;;) {
+        size_t at;
+        int waiting = 0, found = 0;
+        CHECK_EQ(cs_share_waiting(ex, &at, &waiting), CS_OK);
+        while (waiting) {
+            for (size_t i = 0; i < nt;)
+                if (takers[i].position == at) {
+                    aw_collect(ex, &takers[i], &os, &complete);
+                    takers[i] = takers[--nt];
+                } else {
+                    i++;
+                }
+            CHECK_EQ(cs_share_resume(ex), CS_OK);
+            CHECK_EQ(cs_share_waiting(ex, &at, &waiting), CS_OK);
+        }
+        while (nt < 16 && forks < 16 && cs_share_offer(ex, &at, &found) == CS_OK && found) {
+            int fds[2];
+            CHECK_EQ(pipe(fds), 0);
+            fflush(NULL);
+            pid_t pid = fork();
+            CHECK(pid >= 0);
+            if (pid == 0) {
+                close(fds[0]);
+                for (size_t i = 0; i < nt; i++) close(takers[i].fd);
+                nt = 0;
+                os.n = 0;
+                up = fds[1];
+                CHECK_EQ(cs_share_take(ex, at), CS_OK);
+                break;
+            }
+            close(fds[1]);
+            takers[nt] = (aw_taker){fds[0], pid, at, 0};
+            CHECK_EQ(cs_share_give(ex, at, &takers[nt].token), CS_OK);
+            nt++;
+            forks++;
+        }
+        int more = 0;
+        CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+        if (!more) break;
+        uint64_t seen = aw_execution(ex, &w);
+        CHECK_EQ(cs_execution_end(ex, seen == UINT64_MAX ? CS_OUTCOME_ABORTED : CS_OUTCOME_OK),
+                 CS_OK);
+        if (seen != UINT64_MAX) aw_add(&os, seen);
+    }
+    CHECK_EQ(nt, 0);
+    cs_stats st;
+    cs_explorer_stats(ex, &st);
+    if (!st.complete) complete = 0;
+    if (up >= 0) {
+        const uint8_t *buf = NULL;
+        size_t len = 0;
+        CHECK_EQ(cs_share_reports(ex, &buf, &len), CS_OK);
+        bool sent = write_all(up, &complete, sizeof complete) &&
+                    write_all(up, &os.n, sizeof os.n) &&
+                    write_all(up, os.v, os.n * sizeof *os.v) && write_all(up, &len, sizeof len) &&
+                    (len == 0 || write_all(up, buf, len));
+        _exit(sent && ctest_failed_checks == 0 ? 0 : 1);
+    }
+    cs_explorer_free(ex);
+    CHECK(forks > 0);
+    CHECK_EQ(complete, 1);
+    CHECK_EQ(os.n, oe.n);
+    CHECK(os.n == oe.n && memcmp(os.v, oe.v, os.n * sizeof *os.v) == 0);
+    printf("  shared tree: %zu forks, %zu outcomes (exhaustive %zu)\n", forks, os.n, oe.n);
+}
+
 /* Wakeup trees as deep as an execution is long are freed without recursion
  * (a recursive free overflowed the stack on a 300k-step execution). */
 #define DEEP_STEPS 300000
@@ -695,5 +838,6 @@ static void test_deep_tree_dropped_when_cut_short(void) {
     X(test_deep_tree_dropped_when_cut_short)                                   \
     X(test_barrier_by_hand) X(test_barriers_soundness_and_optimality_rw)       \
     X(test_barriers_with_locks_and_per_execution_ids)                          \
-    X(test_adds_soundness_and_optimality)
+    X(test_adds_soundness_and_optimality)                                      \
+    X(test_shared_tree_reaches_every_outcome)
 CTEST_MAIN()
