@@ -313,6 +313,7 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
     uint64_t executions = 0;
     for (;;) {
         int more = 0;
+        if (prog->between && (rc = prog->between(prog->hook_arg, ex))) goto cleanup;
         if ((rc = cs_execution_begin(ex, &more))) goto cleanup;
         if (!more) break;
         R.id_base = (cs__mix64(++executions) | 1) << 20; /* like fresh allocations */
@@ -366,6 +367,7 @@ int cs_cprog_explore(const cs_cprog *prog, const cs_config *cfg,
     cs__u64set_members(&R.finals, out->finals);
     qsort(out->finals, out->n_finals, sizeof *out->finals, cmp_u64);
     cs_explorer_stats(ex, &out->stats);
+    if (prog->at_end) prog->at_end(prog->hook_arg, ex);
     rc = CS_OK;
     goto cleanup;
 abandon:

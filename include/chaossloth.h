@@ -593,6 +593,12 @@ typedef struct {
                                addresses would be (and no stable_objects),
                                to exercise the engine's naming of objects
                                across executions */
+    /* testing (the shared-tree tests): called with `hook_arg` before each
+     * execution begins (a non-zero return ends the exploration with that
+     * status) and once when it is over, before the explorer is freed */
+    int (*between)(void *hook_arg, cs_explorer *ex);
+    void (*at_end)(void *hook_arg, cs_explorer *ex);
+    void *hook_arg;
 } cs_cprog;
 
 typedef struct {

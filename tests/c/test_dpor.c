@@ -606,16 +606,48 @@ static void test_data_dependent_steps_one_execution_per_trace(void) {
            (unsigned long long)se.executions);
 }
 
-/* Sharing the tree (cs_share_*, strategy_dpor.c "sharing the tree"): the
- * await-chain program explored with every branch offered given to a fork,
- * forks giving in turn; each fork sends its outcomes, completeness and
- * reports back through a pipe when it ends.  Together they reach exhaustive's
- * outcomes, and the exploration is complete. */
+/* Sharing the tree (cs_share_*, strategy_dpor.c "sharing the tree"): an
+ * exploration with every branch offered given to a fork (up to a number of
+ * forks), forks giving in turn; each fork sends what it reached (a set of
+ * 64-bit outcomes), whether its part is complete and its reports back
+ * through a pipe when it ends.  share_between runs before each execution,
+ * share_end when the exploration is over; a fork then sends and exits. */
 typedef struct {
     int fd;
     pid_t pid;
     size_t position, token;
-} aw_taker;
+} share_taker;
+
+typedef struct {
+    share_taker takers[16];
+    size_t nt, forks, max_forks;
+    int up;          /* a fork's pipe to its giver, -1 in the first process */
+    int complete;    /* every part ended complete so far */
+    uint64_t *seen;  /* outcomes reached here and reported by this one's forks */
+    size_t n_seen, cap_seen;
+    uint8_t *reports; /* share_end: this fork's reports, for share_send */
+    size_t n_reports;
+    cs_actor map[64]; /* actor ids: the same in every fork (interned up front) */
+} share_ctx;
+
+static void seen_add(share_ctx *c, uint64_t x) {
+    for (size_t i = 0; i < c->n_seen; i++)
+        if (c->seen[i] == x) return;
+    if (c->n_seen == c->cap_seen) {
+        size_t ncap = c->cap_seen ? 2 * c->cap_seen : 64;
+        uint64_t *ns = realloc(c->seen, ncap * sizeof *ns);
+        CHECK(ns != NULL);
+        if (!ns) return;
+        c->seen = ns;
+        c->cap_seen = ncap;
+    }
+    c->seen[c->n_seen++] = x;
+}
+
+static int cmp_seen(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
 
 static bool write_all(int fd, const void *data, size_t n) {
     const uint8_t *p = data;
@@ -639,29 +671,113 @@ static bool read_all(int fd, void *data, size_t n) {
     return true;
 }
 
-/* Reads a taker's end: complete, its outcomes, its reports (imported). */
-static void aw_collect(cs_explorer *ex, const aw_taker *t, aw_outcomes *out, int *complete) {
-    int c = 0;
+/* A fork's end, read: complete, its outcomes, its reports (imported). */
+static void share_collect(share_ctx *c, cs_explorer *ex, const share_taker *t) {
+    int complete = 0;
     size_t n = 0, len = 0;
-    uint64_t v[64];
-    cs_actor map[AW_N] = {0, 1, 2, 3};
-    CHECK(read_all(t->fd, &c, sizeof c) && read_all(t->fd, &n, sizeof n) && n <= 64 &&
-          read_all(t->fd, v, n * sizeof *v) && read_all(t->fd, &len, sizeof len));
-    uint8_t *reports = malloc(len ? len : 1);
-    CHECK(reports && read_all(t->fd, reports, len));
-    CHECK_EQ(cs_share_import(ex, reports, len, map, AW_N), CS_OK);
+    bool ok = read_all(t->fd, &complete, sizeof complete) && read_all(t->fd, &n, sizeof n);
+    for (size_t i = 0; ok && i < n; i++) {
+        uint64_t x;
+        ok = read_all(t->fd, &x, sizeof x);
+        if (ok) seen_add(c, x);
+    }
+    ok = ok && read_all(t->fd, &len, sizeof len);
+    uint8_t *reports = ok ? malloc(len ? len : 1) : NULL;
+    ok = reports && read_all(t->fd, reports, len);
+    CHECK(ok);
+    size_t n_actors = 0; /* every fork has the same table: interned before any fork */
+    while (n_actors < 64 && cs_actor_path(ex, (cs_actor)n_actors, NULL, NULL) == CS_OK) n_actors++;
+    if (ok) CHECK_EQ(cs_share_import(ex, reports, len, c->map, n_actors), CS_OK);
     CHECK_EQ(cs_share_done(ex, t->position, t->token), CS_OK);
     free(reports);
     close(t->fd);
     int status = 0;
     CHECK_EQ(waitpid(t->pid, &status, 0), t->pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    for (size_t i = 0; i < n; i++) aw_add(out, v[i]);
-    if (!c) *complete = 0;
+    if (!complete) c->complete = 0;
+}
+
+static int share_between(void *arg, cs_explorer *ex) {
+    share_ctx *c = arg;
+    size_t at;
+    int waiting = 0, found = 0;
+    CHECK_EQ(cs_share_waiting(ex, &at, &waiting), CS_OK);
+    while (waiting) {
+        for (size_t i = 0; i < c->nt;)
+            if (c->takers[i].position == at) {
+                share_collect(c, ex, &c->takers[i]);
+                c->takers[i] = c->takers[--c->nt];
+            } else {
+                i++;
+            }
+        CHECK_EQ(cs_share_resume(ex), CS_OK);
+        CHECK_EQ(cs_share_waiting(ex, &at, &waiting), CS_OK);
+    }
+    while (c->nt < 16 && c->forks < c->max_forks &&
+           cs_share_offer(ex, &at, &found) == CS_OK && found) {
+        int fds[2];
+        CHECK_EQ(pipe(fds), 0);
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            for (size_t i = 0; i < c->nt; i++) close(c->takers[i].fd);
+            c->nt = 0;
+            c->n_seen = 0;
+            c->up = fds[1];
+            CHECK_EQ(cs_share_take(ex, at), CS_OK);
+            return CS_OK;
+        }
+        close(fds[1]);
+        c->takers[c->nt] = (share_taker){fds[0], pid, at, 0};
+        CHECK_EQ(cs_share_give(ex, at, &c->takers[c->nt].token), CS_OK);
+        c->nt++;
+        c->forks++;
+    }
+    return CS_OK;
+}
+
+/* The exploration is over here: its completeness and, in a fork, its
+ * reports are kept for share_send (the explorer goes after this). */
+static void share_end(void *arg, cs_explorer *ex) {
+    share_ctx *c = arg;
+    CHECK_EQ(c->nt, 0);
+    cs_stats st;
+    cs_explorer_stats(ex, &st);
+    if (!st.complete) c->complete = 0;
+    if (c->up < 0) return;
+    const uint8_t *buf = NULL;
+    size_t len = 0;
+    CHECK_EQ(cs_share_reports(ex, &buf, &len), CS_OK);
+    c->reports = malloc(len ? len : 1);
+    CHECK(c->reports != NULL);
+    if (c->reports && len) memcpy(c->reports, buf, len);
+    c->n_reports = c->reports ? len : 0;
+}
+
+/* In a fork: sends its part to its giver and exits (returns in the first
+ * process). */
+static void share_send(share_ctx *c) {
+    if (c->up < 0) return;
+    bool sent = write_all(c->up, &c->complete, sizeof c->complete) &&
+                write_all(c->up, &c->n_seen, sizeof c->n_seen) &&
+                write_all(c->up, c->seen, c->n_seen * sizeof *c->seen) &&
+                write_all(c->up, &c->n_reports, sizeof c->n_reports) &&
+                (c->n_reports == 0 || write_all(c->up, c->reports, c->n_reports));
+    _exit(sent && ctest_failed_checks == 0 ? 0 : 1);
+}
+
+static void share_init(share_ctx *c, size_t max_forks) {
+    memset(c, 0, sizeof *c);
+    c->up = -1;
+    c->complete = 1;
+    c->max_forks = max_forks;
+    for (cs_actor a = 0; a < 64; a++) c->map[a] = a;
 }
 
 static void test_shared_tree_reaches_every_outcome(void) {
-    aw_outcomes oe = {{0}, 0}, os = {{0}, 0};
+    aw_outcomes oe = {{0}, 0};
     cs_stats se;
     aw_explore(CS_STRATEGY_EXHAUSTIVE, &se, &oe);
     cs_config cfg;
@@ -674,74 +790,72 @@ static void test_shared_tree_reaches_every_outcome(void) {
     memset(&w, 0, sizeof w);
     cs_actor_intern(ex, CS_NO_ACTOR, 0, &w.id[AW_MAIN]);
     for (int t = 0; t < 3; t++) cs_actor_intern(ex, w.id[AW_MAIN], (uint32_t)t, &w.id[AW_T0 + t]);
-    aw_taker takers[16];
-    size_t nt = 0, forks = 0;
-    int up = -1; /* a taker's pipe to its giver */
-    int complete = 1;
+    share_ctx c;
+    share_init(&c, 16);
     for (;;) {
-        size_t at;
-        int waiting = 0, found = 0;
-        CHECK_EQ(cs_share_waiting(ex, &at, &waiting), CS_OK);
-        while (waiting) {
-            for (size_t i = 0; i < nt;)
-                if (takers[i].position == at) {
-                    aw_collect(ex, &takers[i], &os, &complete);
-                    takers[i] = takers[--nt];
-                } else {
-                    i++;
-                }
-            CHECK_EQ(cs_share_resume(ex), CS_OK);
-            CHECK_EQ(cs_share_waiting(ex, &at, &waiting), CS_OK);
-        }
-        while (nt < 16 && forks < 16 && cs_share_offer(ex, &at, &found) == CS_OK && found) {
-            int fds[2];
-            CHECK_EQ(pipe(fds), 0);
-            fflush(NULL);
-            pid_t pid = fork();
-            CHECK(pid >= 0);
-            if (pid == 0) {
-                close(fds[0]);
-                for (size_t i = 0; i < nt; i++) close(takers[i].fd);
-                nt = 0;
-                os.n = 0;
-                up = fds[1];
-                CHECK_EQ(cs_share_take(ex, at), CS_OK);
-                break;
-            }
-            close(fds[1]);
-            takers[nt] = (aw_taker){fds[0], pid, at, 0};
-            CHECK_EQ(cs_share_give(ex, at, &takers[nt].token), CS_OK);
-            nt++;
-            forks++;
-        }
+        share_between(&c, ex);
         int more = 0;
         CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
         if (!more) break;
         uint64_t seen = aw_execution(ex, &w);
         CHECK_EQ(cs_execution_end(ex, seen == UINT64_MAX ? CS_OUTCOME_ABORTED : CS_OUTCOME_OK),
                  CS_OK);
-        if (seen != UINT64_MAX) aw_add(&os, seen);
+        if (seen != UINT64_MAX) seen_add(&c, seen);
     }
-    CHECK_EQ(nt, 0);
-    cs_stats st;
-    cs_explorer_stats(ex, &st);
-    if (!st.complete) complete = 0;
-    if (up >= 0) {
-        const uint8_t *buf = NULL;
-        size_t len = 0;
-        CHECK_EQ(cs_share_reports(ex, &buf, &len), CS_OK);
-        bool sent = write_all(up, &complete, sizeof complete) &&
-                    write_all(up, &os.n, sizeof os.n) &&
-                    write_all(up, os.v, os.n * sizeof *os.v) && write_all(up, &len, sizeof len) &&
-                    (len == 0 || write_all(up, buf, len));
-        _exit(sent && ctest_failed_checks == 0 ? 0 : 1);
-    }
+    share_end(&c, ex);
     cs_explorer_free(ex);
+    share_send(&c);
+    qsort(c.seen, c.n_seen, sizeof *c.seen, cmp_seen);
+    CHECK(c.forks > 0);
+    CHECK_EQ(c.complete, 1);
+    CHECK_EQ(c.n_seen, oe.n);
+    CHECK(c.n_seen == oe.n && memcmp(c.seen, oe.v, oe.n * sizeof *oe.v) == 0);
+    printf("  shared tree, await chain: %zu forks, %zu outcomes (exhaustive %zu)\n", c.forks,
+           c.n_seen, oe.n);
+    free(c.seen);
+}
+
+/* Generated C programs (reads, writes, locks, barriers), each explored by
+ * DPOR with its tree shared by up to 6 forks: the final states are
+ * exhaustive's, the exploration complete. */
+static void test_shared_tree_on_generated_programs(void) {
+    rs = 0x5eed ^ env_u64("CS_DPOR_SEED", 0);
+    long count = programs_per_family(60), mismatched = 0;
+    size_t forks = 0;
+    static gprog g;
+    for (long i = 0; i < count; i++) {
+        gen_program(&g, i % 2 == 1, 8, i % 3 == 2);
+        g.p.address_ids = i % 5 == 4;
+        g.p.between = NULL;
+        g.p.at_end = NULL;
+        cs_cprog_result re, rd;
+        CHECK_EQ(run(&g.p, CS_STRATEGY_EXHAUSTIVE, &re), CS_OK);
+        share_ctx c;
+        share_init(&c, 6);
+        g.p.between = share_between;
+        g.p.at_end = share_end;
+        g.p.hook_arg = &c;
+        CHECK_EQ(run(&g.p, CS_STRATEGY_DPOR, &rd), CS_OK);
+        g.p.between = NULL;
+        g.p.at_end = NULL;
+        for (size_t k = 0; k < rd.n_finals; k++) seen_add(&c, rd.finals[k]);
+        share_send(&c);
+        qsort(c.seen, c.n_seen, sizeof *c.seen, cmp_seen);
+        CHECK_EQ(c.complete, 1);
+        if (c.n_seen != re.n_finals || memcmp(c.seen, re.finals, re.n_finals * sizeof *c.seen)) {
+            if (mismatched < 3)
+                fprintf(stderr, "program %ld: shared dpor finals %zu, exhaustive %zu\n", i,
+                        c.n_seen, re.n_finals);
+            mismatched++;
+        }
+        forks += c.forks;
+        free(c.seen);
+        cs_cprog_result_free(&re);
+        cs_cprog_result_free(&rd);
+    }
+    CHECK_EQ(mismatched, 0);
     CHECK(forks > 0);
-    CHECK_EQ(complete, 1);
-    CHECK_EQ(os.n, oe.n);
-    CHECK(os.n == oe.n && memcmp(os.v, oe.v, os.n * sizeof *os.v) == 0);
-    printf("  shared tree: %zu forks, %zu outcomes (exhaustive %zu)\n", forks, os.n, oe.n);
+    printf("  shared tree, generated: %ld programs, %zu forks\n", count, forks);
 }
 
 /* Wakeup trees as deep as an execution is long are freed without recursion
@@ -839,5 +953,6 @@ static void test_deep_tree_dropped_when_cut_short(void) {
     X(test_barrier_by_hand) X(test_barriers_soundness_and_optimality_rw)       \
     X(test_barriers_with_locks_and_per_execution_ids)                          \
     X(test_adds_soundness_and_optimality)                                      \
-    X(test_shared_tree_reaches_every_outcome)
+    X(test_shared_tree_reaches_every_outcome)                                  \
+    X(test_shared_tree_on_generated_programs)
 CTEST_MAIN()
