@@ -558,7 +558,17 @@ static void aw_add(aw_outcomes *o, uint64_t x) {
     o->n++;
 }
 
-static void aw_explore(cs_strategy_kind kind, cs_stats *st, aw_outcomes *outcomes) {
+/* The shared-tree tests' side (below): with a share_ctx, every execution
+ * begins after share_between and the exploration ends with share_end and
+ * share_send (a fork exits there). */
+typedef struct share_ctx share_ctx;
+static int share_between(void *arg, cs_explorer *ex);
+static void share_end(void *arg, cs_explorer *ex);
+static void share_send(share_ctx *c);
+static void seen_add(share_ctx *c, uint64_t x);
+
+static void aw_explore_shared(cs_strategy_kind kind, cs_stats *st, aw_outcomes *outcomes,
+                              share_ctx *share) {
     cs_config cfg;
     cs_config_init(&cfg, kind);
     cfg.count_traces = 1;
@@ -572,14 +582,25 @@ static void aw_explore(cs_strategy_kind kind, cs_stats *st, aw_outcomes *outcome
     cs_actor_intern(ex, CS_NO_ACTOR, 0, &w.id[AW_MAIN]);
     for (int t = 0; t < 3; t++) cs_actor_intern(ex, w.id[AW_MAIN], (uint32_t)t, &w.id[AW_T0 + t]);
     int more = 0;
-    while (cs_execution_begin(ex, &more) == CS_OK && more) {
+    for (;;) {
+        if (share) share_between(share, ex);
+        if (cs_execution_begin(ex, &more) != CS_OK || !more) break;
         uint64_t seen = aw_execution(ex, &w);
         int outcome = seen == UINT64_MAX ? CS_OUTCOME_ABORTED : CS_OUTCOME_OK;
         CHECK_EQ(cs_execution_end(ex, outcome), CS_OK);
-        if (seen != UINT64_MAX) aw_add(outcomes, seen);
+        if (seen != UINT64_MAX) {
+            aw_add(outcomes, seen);
+            if (share) seen_add(share, seen);
+        }
     }
     cs_explorer_stats(ex, st);
+    if (share) share_end(share, ex);
     cs_explorer_free(ex);
+    if (share) share_send(share);
+}
+
+static void aw_explore(cs_strategy_kind kind, cs_stats *st, aw_outcomes *outcomes) {
+    aw_explore_shared(kind, st, outcomes, NULL);
 }
 
 static void test_data_dependent_steps_one_execution_per_trace(void) {
@@ -618,7 +639,7 @@ typedef struct {
     size_t position, token;
 } share_taker;
 
-typedef struct {
+struct share_ctx {
     share_taker takers[16];
     size_t nt, forks, max_forks;
     int up;          /* a fork's pipe to its giver, -1 in the first process */
@@ -628,7 +649,7 @@ typedef struct {
     uint8_t *reports; /* share_end: this fork's reports, for share_send */
     size_t n_reports;
     cs_actor map[64]; /* actor ids: the same in every fork (interned up front) */
-} share_ctx;
+};
 
 static void seen_add(share_ctx *c, uint64_t x) {
     for (size_t i = 0; i < c->n_seen; i++)
@@ -777,34 +798,12 @@ static void share_init(share_ctx *c, size_t max_forks) {
 }
 
 static void test_shared_tree_reaches_every_outcome(void) {
-    aw_outcomes oe = {{0}, 0};
-    cs_stats se;
+    aw_outcomes oe = {{0}, 0}, own = {{0}, 0};
+    cs_stats se, sd;
     aw_explore(CS_STRATEGY_EXHAUSTIVE, &se, &oe);
-    cs_config cfg;
-    cs_config_init(&cfg, CS_STRATEGY_DPOR);
-    cfg.stable_objects = 1;
-    cs_explorer *ex = NULL;
-    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
-    if (!ex) return;
-    aw_state w;
-    memset(&w, 0, sizeof w);
-    cs_actor_intern(ex, CS_NO_ACTOR, 0, &w.id[AW_MAIN]);
-    for (int t = 0; t < 3; t++) cs_actor_intern(ex, w.id[AW_MAIN], (uint32_t)t, &w.id[AW_T0 + t]);
     share_ctx c;
     share_init(&c, 16);
-    for (;;) {
-        share_between(&c, ex);
-        int more = 0;
-        CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
-        if (!more) break;
-        uint64_t seen = aw_execution(ex, &w);
-        CHECK_EQ(cs_execution_end(ex, seen == UINT64_MAX ? CS_OUTCOME_ABORTED : CS_OUTCOME_OK),
-                 CS_OK);
-        if (seen != UINT64_MAX) seen_add(&c, seen);
-    }
-    share_end(&c, ex);
-    cs_explorer_free(ex);
-    share_send(&c);
+    aw_explore_shared(CS_STRATEGY_DPOR, &sd, &own, &c);
     qsort(c.seen, c.n_seen, sizeof *c.seen, cmp_seen);
     CHECK(c.forks > 0);
     CHECK_EQ(c.complete, 1);
