@@ -139,7 +139,7 @@ def test_cli_says_dpor_shares_its_tree(tmp_path: Path) -> None:
     (tmp_path / "prog.py").write_text(REVERSED)
     r = _cli(tmp_path, "--strategy", "dpor", "--jobs", "2")
     assert "--jobs 2: dpor's tree is shared by up to 2 processes" in r.stdout, r.stdout + r.stderr
-    assert "(dpor on 2 processes)" in r.stdout and "FAIL:" in r.stdout, r.stdout
+    assert "FAIL:" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "100000", "two"])

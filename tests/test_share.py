@@ -261,7 +261,7 @@ def test_cli_check_with_jobs_finds_the_seed_bug_and_proves_the_fix(tmp_path: Pat
     common += ["--no-database"]
     out = cli("check", str(SEED), *common, "--json", str(tmp_path / "r.json"), cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "(dpor on 2 processes)" in out.stdout, out.stdout
+    assert "--jobs 2: dpor's tree is shared by up to 2 processes" in out.stdout, out.stdout
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["replay_reproduces"] is True
     fixed = cli("fix", str(SEED), *common, cwd=tmp_path)
@@ -297,3 +297,12 @@ def test_without_processes_to_fork_one_process_explores_it_all(
         program.release()
     assert res.complete and res.executions == 10
     assert res.phases[-1]["processes_forked"] == 0
+
+
+def test_cli_says_how_many_branches_other_processes_explored(tmp_path: Path) -> None:
+    args = [*SEED_WORKLOAD, "--tasks", "4", "--strategy", "dpor", "--jobs", "2"]
+    args += ["--no-stop-on-failure", "--no-telemetry", "--no-database"]
+    out = cli("check", str(SEED), *args, cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "branches explored by other processes" in out.stdout, out.stdout
+    assert "complete: every schedule covered" in out.stdout, out.stdout

@@ -146,9 +146,11 @@ def explore(ctx: Context) -> ExecutionResult | None:
         res.incomplete_reason = ex.incomplete_reason
     res.explore_seconds = ex.explore_seconds
     strategies = "+".join(dict.fromkeys(p.get("strategy", "?") for p in ex.phases)) or cfg.strategy
+    given = sum(int(p.get("processes_forked", 0)) for p in ex.phases)
     pr.say(
         f"{ex.executions} executions ({strategies}"
-        + (f" on {cfg.jobs} processes" if sharded or shared_tree else "")
+        + (f" on {cfg.jobs} processes" if sharded else "")
+        + (f", {given} branches explored by other processes" if given else "")
         + "), "
         + _distinct_traces_said(ex, res.distinct_traces_estimated)
         + ", "
