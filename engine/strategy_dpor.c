@@ -1005,8 +1005,8 @@ int cs__dpor_share_offer(void *state, size_t *position, int *found) {
     *found = 0;
     if (!s->started || s->exhausted || s->waiting) return CS_OK;
     size_t lo = s->floor == NO_FLOOR ? 0 : s->floor + 1;
-    /* positions before the next branch: their first child ran there (it is
-     * the replayed path), so it is exact and can sleep in the taker */
+    /* positions before the next branch: their first child is on the path
+     * the next execution replays, which the taker shares up to k */
     for (size_t k = lo; k < s->branch && k < s->n_pos; k++) {
         node *before;
         if (shareable(&s->pos[k], &before)) {
@@ -1049,7 +1049,7 @@ int cs__dpor_share_take(void *state, size_t k) {
     s->n_pos = k + 1;
     position *p = &s->pos[k];
     node *f = p->root->first;
-    /* every other branch here is the giver's: f sleeps, the rest goes */
+    /* every other branch here is the giver's: f and the rest go */
     for (node *x = f->next; x;) {
         node *nx = x->next;
         x->next = NULL;
@@ -1125,24 +1125,25 @@ static int out_put(dpor_state *s, const void *data, size_t n) {
     return CS_OK;
 }
 
-/* Appends v (its remaining elements: all of them, as place() leaves them)
- * reversing at `at_pos` to the reports.  The elements' names hold for the
- * prefix this process shares with its giver: their anchors are clamped to
- * the floor. */
-static int report_events(dpor_state *s, size_t at_pos, size_t vlen, const wevent *const *evs,
-                         bool unstable, const seqv *v) {
-    report_head h = {(uint32_t)at_pos, (uint32_t)vlen, 0, unstable};
-    for (size_t k = 0; k < vlen; k++) h.n_acc += evs[k]->n_acc;
+/* Appends v (all its elements, as place() leaves them) reversing at
+ * `at_pos` to the reports.  The elements' names hold for the prefix this
+ * process shares with its giver: their anchors are clamped to the floor. */
+static int report(dpor_state *s, const seqv *v, size_t at_pos) {
+    size_t vlen = v->vlen;
+    report_head h = {(uint32_t)at_pos, (uint32_t)vlen, 0, v->unstable};
+    for (size_t k = 0; k < vlen; k++) h.n_acc += s->tev[s->vidx[k]].n_acc;
     size_t start = s->out_len;
     int rc = out_put(s, &h, sizeof h);
     for (size_t k = 0; k < vlen && rc == CS_OK; k++) {
-        wevent e = *evs[k];
+        wevent e = s->tev[s->vidx[k]];
         e.acc = NULL;
         if (e.anchor > s->floor) e.anchor = (uint32_t)s->floor;
         rc = out_put(s, &e, sizeof e);
     }
-    for (size_t k = 0; k < vlen && rc == CS_OK; k++)
-        if (evs[k]->n_acc) rc = out_put(s, evs[k]->acc, evs[k]->n_acc * sizeof(dacc));
+    for (size_t k = 0; k < vlen && rc == CS_OK; k++) {
+        const wevent *e = &s->tev[s->vidx[k]];
+        if (e->n_acc) rc = out_put(s, e->acc, e->n_acc * sizeof(dacc));
+    }
     size_t nbits = (vlen * vlen + 7) / 8;
     if (rc == CS_OK) {
         uint8_t *bits = calloc(nbits ? nbits : 1, 1);
@@ -1159,15 +1160,6 @@ static int report_events(dpor_state *s, size_t at_pos, size_t vlen, const wevent
         }
     }
     if (rc) s->out_len = start;
-    return rc;
-}
-
-static int report(dpor_state *s, const seqv *v, size_t at_pos) {
-    const wevent **evs = malloc((v->vlen ? v->vlen : 1) * sizeof *evs);
-    if (!evs) return CS_ENOMEM;
-    for (size_t k = 0; k < v->vlen; k++) evs[k] = &s->tev[s->vidx[k]];
-    int rc = report_events(s, at_pos, v->vlen, evs, v->unstable, v);
-    free(evs);
     return rc;
 }
 

@@ -823,15 +823,6 @@ static PyObject *Explorer_share_offer(ExplorerObject *self, PyObject *Py_UNUSED(
     return PyLong_FromSize_t(position);
 }
 
-typedef int (*share_at_fn)(cs_explorer *, size_t);
-
-static PyObject *share_at(ExplorerObject *self, PyObject *arg, share_at_fn fn) {
-    uint64_t position;
-    if (arg_u64(arg, SIZE_MAX, "position", &position) < 0) return NULL;
-    if (cs_py_check(fn(self->ex, (size_t)position)) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
 static PyObject *Explorer_share_give(ExplorerObject *self, PyObject *arg) {
     uint64_t position;
     size_t token = 0;
@@ -841,7 +832,10 @@ static PyObject *Explorer_share_give(ExplorerObject *self, PyObject *arg) {
 }
 
 static PyObject *Explorer_share_take(ExplorerObject *self, PyObject *arg) {
-    return share_at(self, arg, cs_share_take);
+    uint64_t position;
+    if (arg_u64(arg, SIZE_MAX, "position", &position) < 0) return NULL;
+    if (cs_py_check(cs_share_take(self->ex, (size_t)position)) < 0) return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyObject *Explorer_share_done(ExplorerObject *self, PyObject *const *args,

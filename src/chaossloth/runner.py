@@ -1377,7 +1377,7 @@ def _explore_one(
         from chaossloth import share  # imported here: only --jobs needs it
 
         if share.supported():
-            shared = share.start(cfg.jobs, max_executions, cfg.stop_on_failure)
+            shared = share.Share(cfg.jobs, max_executions)
     try:
         try:
             with driver.capturing():

@@ -40,7 +40,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-#: the counts a taker sends, summed over its own executions and its takers'
+#: the counts a taker sends (keys of Explorer.stats()), summed over its own executions and
+#: its takers'
 COUNTS = ("executions", "failing", "aborted", "sleep_blocked", "distinct_traces")
 
 #: seconds a process explores (since it began, or was forked) before it gives a branch away,
@@ -93,12 +94,11 @@ class _Taker:
 
 
 class Share:
-    """One process's side of a shared dpor exploration (made by :func:`start` in the first
-    process; a fork carries it on as a taker)."""
+    """One process's side of a shared dpor exploration (made in the first process; a fork
+    carries it on as a taker)."""
 
-    def __init__(self, jobs: int, max_executions: int | None, stop_on_failure: bool) -> None:
+    def __init__(self, jobs: int, max_executions: int | None) -> None:
         self.max_executions = max_executions
-        self.stop_on_failure = stop_on_failure
         self.slots_r, self.slots_w = os.pipe()
         os.set_blocking(self.slots_r, False)
         os.write(self.slots_w, b"." * (jobs - 1))
@@ -323,12 +323,13 @@ class Share:
                 rep = TakerReport(self.position, error=(type(error).__name__, str(error)))
             else:
                 st = ex.stats()
-                n = _actor_count(ex)
                 paths: list[tuple[int | None, int]] = []
-                for a in range(self.actor_base, n):
-                    parent, index = ex.actor_path(a)
-                    paths.append((parent, index))
-                counts = {k: self.counts[k] + st[_STAT[k]] - self.base[_STAT[k]] for k in COUNTS}
+                while True:
+                    try:
+                        paths.append(ex.actor_path(self.actor_base + len(paths)))
+                    except ValueError:
+                        break
+                counts = {k: self.counts[k] + st[k] - self.base[k] for k in COUNTS}
                 rep = TakerReport(
                     self.position,
                     reports=ex.share_reports(),
@@ -365,16 +366,6 @@ class Share:
         self.lock_file.close()
 
 
-#: the engine's stats key of each count
-_STAT = {
-    "executions": "executions",
-    "failing": "failing",
-    "aborted": "aborted",
-    "sleep_blocked": "sleep_blocked",
-    "distinct_traces": "distinct_traces",
-}
-
-
 def _actor_count(ex: Any) -> int:
     n = 0
     while True:
@@ -394,7 +385,3 @@ def _reap(pid: int) -> int:
 
 def supported() -> bool:
     return hasattr(os, "fork")
-
-
-def start(jobs: int, max_executions: int | None, stop_on_failure: bool) -> Share:
-    return Share(jobs, max_executions, stop_on_failure)
