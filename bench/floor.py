@@ -18,8 +18,15 @@ Workloads:
   gather100  100 tasks in one ``asyncio.gather``, each reads a shared counter, yields, writes it
   locks      4 tasks, each taking one ``asyncio.Lock`` 5 times around a read-yield-write
 
-Prints executions/s of each and the ratio ChaosSloth/floor in time per execution (lower is
-better; the goal of issue 14 is <= 10 on the seed workload with DPOR).  With ``--clock cpu``
+The stock column runs the same workload on stock asyncio (CPython's C Task and Future), at its
+cheapest: one event loop reused by every execution (``run_until_complete``), ``sleep`` turned
+into ``sleep(0)`` (the virtual clock makes ChaosSloth's sleeps free; stock's would be real
+waits), no recording, no oracle, no isolation between executions.  It is what any tool that
+runs the program on asyncio's own machinery starts from.
+
+Prints executions/s of each and the ratio to the floor in time per execution (lower is
+better; the goal of issue 14 is <= 10 on the seed workload with DPOR); the last column is
+ChaosSloth's DPOR against stock asyncio.  With ``--clock cpu``
 the rates are executions per second of this process's CPU time (the cells still last S seconds
 of wall time): steadier than wall time on a machine other processes share.  Usage:
     python bench/floor.py [--seconds S] [--kmax K] [--clock wall|cpu]
@@ -28,6 +35,7 @@ of wall time): steadier than wall time on a machine other processes share.  Usag
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import tempfile
 import time
@@ -108,12 +116,22 @@ class _SpinLock:
 _FAKE_ASYNCIO = types.SimpleNamespace(sleep=_sleep, Lock=_SpinLock)
 
 
-def floor_namespace(source: str, filename: str) -> dict[str, Any]:
-    """The module's definitions, executed with the stand-in asyncio (``import asyncio`` is
+def _sleep_zero(delay: float = 0, result: Any = None) -> Any:
+    return asyncio.sleep(0, result)
+
+
+#: stock asyncio with one change: sleeps do not wait (see the stock column in the docstring)
+_STOCK_ASYNCIO = types.SimpleNamespace(**{**vars(asyncio), "sleep": _sleep_zero})
+
+
+def floor_namespace(
+    source: str, filename: str, stand_in: types.SimpleNamespace = _FAKE_ASYNCIO
+) -> dict[str, Any]:
+    """The module's definitions, executed with a stand-in asyncio (``import asyncio`` is
     answered from a private sys.modules entry for the time of the exec)."""
     ns: dict[str, Any] = {"__name__": "floor_" + Path(filename).stem}
     saved = sys.modules["asyncio"]
-    sys.modules["asyncio"] = _FAKE_ASYNCIO  # type: ignore[assignment]
+    sys.modules["asyncio"] = stand_in  # type: ignore[assignment]
     try:
         exec(compile(source, filename, "exec"), ns)  # noqa: S102 - the bench's own workloads
     finally:
@@ -191,6 +209,35 @@ def locks_floor(ns: dict[str, Any]) -> Callable[[], None]:
     return one
 
 
+# ------------------------------------------------------------------ stock asyncio
+
+
+def stock_runner(scenario: Callable[[], Coroutine[Any, Any, Any]]) -> Callable[[], None]:
+    """One execution of `scenario` on one stock event loop shared by every execution."""
+    loop = asyncio.new_event_loop()
+    _stock_loops.append(loop)
+
+    def one() -> None:
+        loop.run_until_complete(scenario())
+
+    return one
+
+
+_stock_loops: list[asyncio.AbstractEventLoop] = []
+
+
+def seed_stock(k: int) -> Callable[[], None]:
+    ns = floor_namespace(SEED.read_text(), str(SEED), _STOCK_ASYNCIO)
+    server_cls = ns["MultiResourceServer"]
+
+    async def scenario() -> None:
+        server = server_cls()
+        await asyncio.gather(*(server.handle_request("audit") for _ in range(k)))
+        _ = server.sessions["audit"] == k and server.counters["audit"] == 10 * k
+
+    return stock_runner(scenario)
+
+
 # ------------------------------------------------------------------ ChaosSloth
 
 
@@ -224,13 +271,15 @@ def chaossloth_rate(
     return n / (_Clock.measure() - c0), n, complete
 
 
-def row(name: str, floor: float, rates: dict[str, tuple[float, int, bool]]) -> None:
-    cells = [f"{name:<11} {floor:>10.0f}"]
+def row(name: str, floor: float, stock: float, rates: dict[str, tuple[float, int, bool]]) -> None:
+    cells = [f"{name:<11} {floor:>9.0f}", f"{stock:>8.0f} {floor / stock:>6.1f}"]
     for strategy in ("random", "dpor"):
         rate, _, complete = rates[strategy]
         ratio = floor / rate if rate else float("inf")
         mark = "*" if strategy == "dpor" and complete else " "
-        cells.append(f"{rate:>9.0f}{mark} {ratio:>7.1f}")
+        cells.append(f"{rate:>7.0f}{mark} {ratio:>6.1f}")
+    dpor = rates["dpor"][0]
+    cells.append(f"{stock / dpor if dpor else float('inf'):>10.1f}")
     print("  ".join(cells), flush=True)
 
 
@@ -254,10 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     programs = tmp / "floor_programs.py"
     programs.write_text(PROGRAMS)
     print(
-        f"executions/s ({args.clock} time), {args.seconds:g}s per cell; ratio = ChaosSloth time per execution / "
-        "floor's (* = DPOR complete, restarted to fill the time)"
+        f"executions/s ({args.clock} time), {args.seconds:g}s per cell; ratio = time per execution / "
+        "the floor's (* = DPOR complete, restarted to fill the time); dpor/stock = DPOR's time per "
+        "execution / stock asyncio's"
     )
-    print(f"{'workload':<11} {'floor':>10}  {'random':>10} {'ratio':>7}  {'dpor':>10} {'ratio':>7}")
+    print(
+        f"{'workload':<11} {'floor':>9}  {'stock':>8} {'ratio':>6}  {'random':>8} {'ratio':>6}"
+        f"  {'dpor':>8} {'ratio':>6}  {'dpor/stock':>10}"
+    )
     for k in range(2, args.kmax + 1):
         program = scenario.load(
             str(SEED),
@@ -265,25 +318,30 @@ def main(argv: list[str] | None = None) -> int:
         )
         try:
             floor = floor_rate(seed_floor(k), args.seconds)
+            stock = floor_rate(seed_stock(k), args.seconds)
             rates = {
                 s: chaossloth_rate(program.factory, program.oracle, s, args.seconds)
                 for s in ("random", "dpor")
             }
         finally:
             program.release()
-        row(f"seed K={k}", floor, rates)
+        row(f"seed K={k}", floor, stock, rates)
     ns = floor_namespace(PROGRAMS, str(programs))
+    stock_ns = floor_namespace(PROGRAMS, str(programs), _STOCK_ASYNCIO)
     for name, make_floor in (("gather100", gather_floor), ("locks", locks_floor)):
         program = scenario.load(str(programs), Config(scenario=name))
         try:
             floor = floor_rate(make_floor(ns), args.seconds)
+            stock = floor_rate(stock_runner(stock_ns[name]), args.seconds)
             rates = {
                 s: chaossloth_rate(program.factory, program.oracle, s, args.seconds)
                 for s in ("random", "dpor")
             }
         finally:
             program.release()
-        row(name, floor, rates)
+        row(name, floor, stock, rates)
+    for loop in _stock_loops:
+        loop.close()
     return 0
 
 
