@@ -97,6 +97,9 @@
  * timeout expire, while a poll loop waiting for a timer still ends within the
  * default step budget (10000).  Settable per loop (_cs_poll_limit). */
 #define POLL_LIMIT 1000
+/* create_task's list of weak references is pruned of dead ones when it grows past twice the
+ * live ones found at the last pruning, and never below this */
+#define CREATED_MIN_PRUNE 64
 
 /* Stock BaseEventLoop constants. */
 #define MIN_SCHEDULED_TIMER_HANDLES 100
@@ -135,6 +138,10 @@ struct LoopCoreObject {
     unsigned long owner_thread;
     uint64_t steps, max_steps;
     PyObject *future_class, *task_class, *current_handle;
+    /* create_task: set_task_factory's factory (NULL/None: none), and weak references to the
+     * tasks made so far, in creation order (dead ones pruned once the list doubles) */
+    PyObject *task_factory, *created;
+    Py_ssize_t created_pruned;
 
     /* explorer */
     PyObject *explorer_obj;
@@ -184,6 +191,7 @@ PyObject *cs_extract_stack;       /* format_helpers.extract_stack */
 PyObject *cs_empty_tuple;
 static PyObject *future_type;     /* asyncio.futures.Future */
 static PyObject *future_done;     /* its done(), unbound */
+static PyObject *tasks_module;    /* asyncio.tasks: its Task is looked up at each use, as stock */
 static PyObject *partial_type;    /* functools.partial */
 static PyObject *asyncio_dir;     /* ".../asyncio/" */
 
@@ -287,6 +295,7 @@ static int import_asyncio(void) {
         goto done;
     }
     if (!(future_done = PyObject_GetAttrString(future_type, "done"))) goto done;
+    if (!(tasks_module = PyImport_ImportModule("asyncio.tasks"))) goto done;
     if (!(partial_type = PyObject_GetAttrString(functools, "partial"))) goto done;
     if (!(file = PyObject_GetAttrString(fut, "__file__"))) goto done;
     if (find_counting_closures() < 0) goto done;
@@ -736,6 +745,7 @@ static PyObject *loop_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     self->cur_event = -1;
     self->chain_actor = CS_NO_ACTOR;
     self->poll_limit = POLL_LIMIT;
+    self->created_pruned = CREATED_MIN_PRUNE;
     return (PyObject *)self;
 }
 
@@ -783,6 +793,8 @@ static int loop_traverse(LoopCoreObject *self, visitproc visit, void *arg) {
     for (size_t i = 0; i < self->hlen; i++) Py_VISIT((PyObject *)self->heap[i]);
     Py_VISIT(self->future_class);
     Py_VISIT(self->task_class);
+    Py_VISIT(self->task_factory);
+    Py_VISIT(self->created);
     Py_VISIT(self->current_handle);
     Py_VISIT(self->explorer_obj);
     for (size_t i = 0; i < self->n_actors; i++) {
@@ -800,6 +812,8 @@ static int loop_clear(LoopCoreObject *self) {
     clear_queues(self);
     Py_CLEAR(self->future_class);
     Py_CLEAR(self->task_class);
+    Py_CLEAR(self->task_factory);
+    Py_CLEAR(self->created);
     Py_CLEAR(self->current_handle);
     Py_CLEAR(self->cur_task);
     Py_CLEAR(self->requeued);
@@ -966,6 +980,86 @@ static PyObject *loop_create_future(LoopCoreObject *self, PyObject *Py_UNUSED(un
     if (!kwnames && !(kwnames = Py_BuildValue("(O)", s_loop))) return NULL;
     PyObject *argv[1] = {(PyObject *)self};
     return PyObject_Vectorcall(cls, argv, 0, kwnames);
+}
+
+/* Stock BaseEventLoop.create_task, with the loop's `_cs_task_class` in place of asyncio's
+ * Task; a task factory is called by ControlledLoop._cs_factory_task (Python: it names the
+ * task as this version's stock loop does).  Every task made is remembered, weakly, in
+ * creation order (_cs_created: the deadlock message lists waiting tasks in that order). */
+static PyObject *loop_create_task(LoopCoreObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames) {
+    PyObject *name = Py_None, *context = Py_None, *task = NULL;
+    if (nargs != 1) {
+        PyErr_Format(PyExc_TypeError, "create_task() takes 1 positional argument (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0, n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0; i < n; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "name") == 0) {
+            name = args[nargs + i];
+        } else if (PyUnicode_Check(key) &&
+                   PyUnicode_CompareWithASCIIString(key, "context") == 0) {
+            context = args[nargs + i];
+        } else {
+            PyErr_Format(PyExc_TypeError,
+                         "create_task() got an unexpected keyword argument '%S'", key);
+            return NULL;
+        }
+    }
+    if (self->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return NULL;
+    }
+    if (self->task_factory && self->task_factory != Py_None) {
+        task = PyObject_CallMethod((PyObject *)self, "_cs_factory_task", "OOO", args[0], name,
+                                   context);
+    } else {
+        PyObject *cls = self->task_class && self->task_class != Py_None
+                            ? Py_NewRef(self->task_class)
+                            : PyObject_GetAttrString(tasks_module, "Task");
+        if (!cls) return NULL;
+        static PyObject *kw;
+        if (!kw && !(kw = Py_BuildValue("(sss)", "loop", "name", "context"))) {
+            Py_DECREF(cls);
+            return NULL;
+        }
+        /* in debug mode the task's creation stack ends at the caller's frame, as stock's
+         * does once it drops its create_task's own (this create_task has no frame) */
+        PyObject *argv[4] = {args[0], (PyObject *)self, name, context};
+        task = PyObject_Vectorcall(cls, argv, 1, kw);
+        Py_DECREF(cls);
+    }
+    if (!task) return NULL;
+    if (!self->created && !(self->created = PyList_New(0))) goto fail;
+    PyObject *ref = PyWeakref_NewRef(task, NULL);
+    if (!ref) goto fail;
+    int rc = PyList_Append(self->created, ref);
+    Py_DECREF(ref);
+    if (rc < 0) goto fail;
+    if (PyList_GET_SIZE(self->created) > self->created_pruned) {
+        PyObject *live = PyList_New(0);
+        if (!live) goto fail;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->created); i++) {
+            PyObject *r = PyList_GET_ITEM(self->created, i);
+            if (PyWeakref_GetObject(r) != Py_None && PyList_Append(live, r) < 0) {
+                Py_DECREF(live);
+                goto fail;
+            }
+        }
+        Py_SETREF(self->created, live);
+        self->created_pruned = 2 * PyList_GET_SIZE(live);
+        if (self->created_pruned < CREATED_MIN_PRUNE) self->created_pruned = CREATED_MIN_PRUNE;
+    }
+    return task;
+fail:
+    Py_DECREF(task);
+    return NULL;
+}
+
+static PyObject *loop_get_created(LoopCoreObject *self, void *Py_UNUSED(c)) {
+    if (!self->created && !(self->created = PyList_New(0))) return NULL;
+    return PyList_GetSlice(self->created, 0, PyList_GET_SIZE(self->created));
 }
 
 static PyObject *loop_timer_handle_cancelled(LoopCoreObject *self, PyObject *handle) {
@@ -1892,6 +1986,10 @@ static PyGetSetDef loop_getset[] = {
     {"_cs_timer_count", (getter)loop_get_timer_count, NULL, "pending (uncancelled) timers", NULL},
     {"_cs_now", (getter)loop_get_now, NULL, "the virtual clock, without recording a read", NULL},
     {"_scheduled", (getter)loop_get_scheduled, NULL, "the timer heap (a copy)", NULL},
+    {"_cs_created", (getter)loop_get_created, NULL,
+     "weak references to the tasks create_task made, in creation order (a copy; dead ones "
+     "may be pruned)",
+     NULL},
     {"_ready", (getter)loop_get_ready, NULL, "the ready queue (a copy)", NULL},
     {NULL},
 };
@@ -1906,6 +2004,8 @@ static PyMemberDef loop_members[] = {
      "class create_future() instantiates (None: asyncio.Future)"},
     {"_cs_task_class", T_OBJECT, offsetof(LoopCoreObject, task_class), 0,
      "class create_task() instantiates (None: asyncio.Task)"},
+    {"_task_factory", T_OBJECT, offsetof(LoopCoreObject, task_factory), 0,
+     "set_task_factory's factory (None: tasks are _cs_task_class or asyncio.Task)"},
     {"_current_handle", T_OBJECT, offsetof(LoopCoreObject, current_handle), READONLY, NULL},
     {NULL},
 };
@@ -1925,6 +2025,9 @@ static PyMethodDef loop_methods[] = {
     {"get_debug", (PyCFunction)loop_get_debug, METH_NOARGS, "True in debug mode."},
     {"create_future", (PyCFunction)loop_create_future, METH_NOARGS,
      "Create a Future attached to the loop."},
+    {"create_task", FASTKW(loop_create_task),
+     "create_task(coro, *, name=None, context=None) -> Task: schedule a coroutine; honours "
+     "set_task_factory and _cs_task_class."},
     {"_timer_handle_cancelled", (PyCFunction)loop_timer_handle_cancelled, METH_O,
      "Notification that a TimerHandle has been cancelled."},
     {"_run_steps", (PyCFunction)loop_run_steps, METH_NOARGS,

@@ -209,6 +209,50 @@ def test_primitive_workloads_reach_brute_forces_outcomes(primitives: Path, name:
     assert res.executions <= 2 * one_res.executions + 10
 
 
+def test_the_schedule_log_holds_every_processs_executions(primitives: Path) -> None:
+    """The sentinel's log of what dpor ran (runner.ScheduleLog) gets the schedules the other
+    processes ran too, in this process's actor ids: each one replays here."""
+    program = scenario.load(str(primitives), Config(scenario="semaphore"))
+    try:
+        log = runner.ScheduleLog()
+        paths: list[Any] = []
+        res = runner.explore(
+            program.factory,
+            strategy="dpor",
+            jobs=2,
+            stop_on_failure=False,
+            schedule_log=log,
+            on_execution=lambda r: paths.append(r.actor_paths),
+        )
+        assert res.complete and res.phases[-1]["processes_forked"] > 0
+        assert log.count == res.executions > len(paths) and log.truncated == 0
+        table = max(paths, key=len)
+        logged = list(log)
+        # the schedules run in this process are in the log, and so are the others'
+        assert len(set(map(tuple, logged))) > len(paths) // 2
+        for sched in logged[-20:] + logged[:5]:
+            # guided: a sleep-blocked execution's schedule is the prefix it ran
+            again = runner.run_once(
+                program.factory, schedule=sched, actor_paths=table, guided=True
+            )
+            assert again.schedule[: len(sched)] == sched
+    finally:
+        program.release()
+
+
+def test_a_takers_log_keeps_the_room_its_giver_had_left() -> None:
+    log = runner.ScheduleLog(max_entries=10)
+    log.add_schedule([0, 1, 2, 3])
+    log.restart()
+    assert (log.count, log.entries, log.max_entries, list(log)) == (0, 0, 6, [])
+    taker = runner.ScheduleLog(max_entries=6)
+    taker.add_schedule([0, 2, 1])
+    taker.add_schedule([0, 2, 2, 1, 1, 1, 1])  # over the room left: counted, not kept
+    mine = runner.ScheduleLog(max_entries=10)
+    mine.merge(taker, [0, 5, 7])
+    assert list(mine) == [[0, 7, 5]] and mine.truncated == 1
+
+
 def test_budget_holds_across_processes(primitives: Path) -> None:
     program = scenario.load(str(primitives), Config(scenario="semaphore"))
     try:

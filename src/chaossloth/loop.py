@@ -200,7 +200,6 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         if poll_limit is not None:
             self._cs_poll_limit = poll_limit
         self._exception_handler: Callable[[Any, dict[str, Any]], Any] | None = None
-        self._task_factory: Callable[..., Any] | None = None
         self._asyncgens = _AsyncGenSet()
         self._asyncgens_shutdown_called = False
         self._executor_shutdown_called = False
@@ -208,8 +207,6 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         self._coroutine_origin_tracking_enabled = False
         self._coroutine_origin_tracking_saved_depth: int | None = None
         self._cs_foreign_error: str | None = None
-        self._cs_created: list[weakref.ref[Any]] = []
-        self._cs_created_pruned = 64
         # the runner's readable actor names ("Task main/0 (Worker.run)"): messages name a
         # task by its creation path when set, by its asyncio name ("Task-3") otherwise
         self._cs_namer: Callable[[int], str] | None = None
@@ -223,30 +220,16 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
 
     # ------------------------------------------------------------------ tasks and futures
 
-    def create_task(
-        self,
-        coro: Coroutine[Any, Any, _T],
-        *,
-        name: str | None = None,
-        context: contextvars.Context | None = None,
-    ) -> asyncio.Task[_T]:
-        """Schedule a coroutine; honours set_task_factory and ``_cs_task_class``."""
-        self._check_closed()
-        if self._task_factory is None:
-            cls = self._cs_task_class or tasks.Task
-            task = cls(coro, loop=self, name=name, context=context)
-            if task._source_traceback:
-                del task._source_traceback[-1]
+    # create_task is LoopCore's (ext/loop.c): stock's, with `_cs_task_class` for asyncio.Task
+
+    def _cs_factory_task(self, coro: Any, name: str | None, context: Any) -> Any:
+        """create_task with a task factory set (LoopCore.create_task calls it)."""
+        factory = self._task_factory
+        if context is None:
+            task = factory(self, coro)
         else:
-            if context is None:
-                task = self._task_factory(self, coro)
-            else:
-                task = self._task_factory(self, coro, context=context)
-            compat.set_task_name(task, name)
-        self._cs_created.append(weakref.ref(task))
-        if len(self._cs_created) > self._cs_created_pruned:
-            self._cs_created = [r for r in self._cs_created if r() is not None]
-            self._cs_created_pruned = max(64, 2 * len(self._cs_created))
+            task = factory(self, coro, context=context)
+        compat.set_task_name(task, name)
         return task
 
     def set_task_factory(self, factory: Callable[..., Any] | None) -> None:

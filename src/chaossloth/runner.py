@@ -1357,6 +1357,7 @@ def _explore_one(
     result: ExplorationResult,
     count_traces: bool,
     on_execution: Callable[[ExecutionResult], None] | None,
+    schedule_log: ScheduleLog | None,
 ) -> None:
     """One phase of an exploration: `strategy` within the phase's budget."""
     ex = _core.Explorer(
@@ -1377,7 +1378,7 @@ def _explore_one(
         from chaossloth import share  # imported here: only --jobs needs it
 
         if share.supported():
-            shared = share.Share(cfg.jobs, max_executions)
+            shared = share.Share(cfg.jobs, max_executions, schedule_log)
     try:
         try:
             with driver.capturing():
@@ -1394,6 +1395,7 @@ def _explore_one(
                         progress=progress,
                         result=result,
                         on_execution=on_execution,
+                        schedule_log=schedule_log if strategy == "dpor" else None,
                         shared=shared,
                     )
                 except BaseException as exc:
@@ -1506,6 +1508,7 @@ def _explore_loop(
     progress: Callable[[Progress], None] | None,
     result: ExplorationResult,
     on_execution: Callable[[ExecutionResult], None] | None,
+    schedule_log: ScheduleLog | None,
     shared: Any,
 ) -> None:
     """_explore_one's executions, until the explorer, a failure (stop_on_failure) or the
@@ -1547,6 +1550,8 @@ def _explore_loop(
         index += 1
         if on_execution is not None:
             on_execution(r)
+        if schedule_log is not None:
+            schedule_log.add(r)
         if r.timers_pending and cfg.timers == "relaxed" and strategy in PRUNING_STRATEGIES:
             result.relaxed_timers_left = True
         if r.outcome == ABORTED and r.divergence is not None:
@@ -1643,6 +1648,7 @@ def explore(
     count_traces: bool = True,
     detail_failure: bool = True,
     on_execution: Callable[[ExecutionResult], None] | None = None,
+    schedule_log: ScheduleLog | None = None,
     **options: Any,
 ) -> ExplorationResult:
     """Explores the schedules of a scenario under `config` (default :data:`config.DEFAULTS`)
@@ -1654,7 +1660,9 @@ def explore(
     strategy "auto": dpor within half the budget; if that is not complete (and found nothing,
     or stop_on_failure is off), pct with the rest.  Without a budget, "auto" is dpor.
     Raises NondeterminismError if an execution diverges from its prescribed schedule.
-    `on_execution` is called with every execution's (light) result, e.g. to collect outcomes.
+    `on_execution` is called with every execution's (light) result, e.g. to collect outcomes,
+    in the process that ran it.  `schedule_log` gets the schedule of every execution of the
+    dpor phase, those run by the other processes of a shared tree (``--jobs``) too.
     """
     cfg = (config or DEFAULTS).replace(**options)
     strategy, max_executions, time_limit = cfg.strategy, cfg.max_executions, cfg.time_limit
@@ -1667,6 +1675,7 @@ def explore(
         "result": result,
         "count_traces": count_traces,
         "on_execution": on_execution,
+        "schedule_log": schedule_log,
     }
     if strategy == "auto":
         _explore_one(
@@ -1743,7 +1752,9 @@ class ScheduleLog:
         self._last: list[int] = []
 
     def add(self, result: ExecutionResult) -> None:
-        sched = result.schedule
+        self.add_schedule(result.schedule)
+
+    def add_schedule(self, sched: list[int]) -> None:
         shared = _common_prefix(self._last, sched)
         if self.entries + len(sched) - shared > self.max_entries:
             self.truncated += 1
@@ -1753,10 +1764,18 @@ class ScheduleLog:
         self.count += 1
         self._last = sched
 
-    def add_dpor(self, result: ExecutionResult) -> None:
-        """add() for the executions of the dpor phase only (auto's pct phase is not kept)."""
-        if result.strategy == "dpor":
-            self.add(result)
+    def restart(self) -> None:
+        """Empties the log, keeping its room: in a process forked to take a branch of a shared
+        dpor tree (share.py), which logs its own executions and sends them to its giver."""
+        self.max_entries -= self.entries
+        self.entries = self.count = self.truncated = 0
+        self._rows, self._last = [], []
+
+    def merge(self, other: ScheduleLog, actors: list[int]) -> None:
+        """Adds `other`'s schedules (a taker's), its actor ids mapped through `actors`."""
+        for sched in other:
+            self.add_schedule([actors[a] for a in sched])
+        self.truncated += other.truncated
 
     def __iter__(self) -> Iterator[list[int]]:
         cur: list[int] = []
@@ -1911,6 +1930,7 @@ def sentinel(
         "result": result,
         "count_traces": False,
         "on_execution": None,
+        "schedule_log": None,
     }
     started = time.monotonic()
     _explore_one(factory, cfg, "pct", max(1, budget_exec // 2), budget_time / 2, **common)

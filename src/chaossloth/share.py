@@ -20,8 +20,10 @@ Shared by every process of one exploration (made before the first fork): slots, 
 holding one byte per free slot (a process takes one to fork, its giver gives it back when it
 has reaped it; a process waiting at a held position lends its own meanwhile); a board of two
 counters (stop: a failure was found with stop-on-failure; the executions run by all, for
-``max_executions``), updated under a POSIX record lock.  ``on_execution`` runs in the process that ran the
-execution.  Needs ``os.fork``.
+``max_executions``), updated under a POSIX record lock.  ``on_execution`` runs in the process
+that ran the execution; the exploration's schedule log (runner.ScheduleLog, the sentinel's
+record of what dpor ran) gets every process's schedules: a taker logs its own and sends them
+with its report.  Needs ``os.fork``.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class TakerReport:
     traces_estimated: bool = False
     #: failing executions: {"schedule", "actor_paths", "deviations", "steps"}
     failures: list[dict[str, Any]] = field(default_factory=list)
+    #: the schedules the taker and its own takers ran (runner.ScheduleLog, taker's actor
+    #: ids), when the exploration keeps a log
+    schedule_log: Any = None
     #: an exception that ended the taker: (class name, message)
     error: tuple[str, str] | None = None
 
@@ -97,8 +102,10 @@ class Share:
     """One process's side of a shared dpor exploration (made in the first process; a fork
     carries it on as a taker)."""
 
-    def __init__(self, jobs: int, max_executions: int | None) -> None:
+    def __init__(self, jobs: int, max_executions: int | None, log: Any = None) -> None:
         self.max_executions = max_executions
+        #: the exploration's runner.ScheduleLog, or None
+        self.log = log
         self.slots_r, self.slots_w = os.pipe()
         os.set_blocking(self.slots_r, False)
         os.write(self.slots_w, b"." * (jobs - 1))
@@ -212,6 +219,8 @@ class Share:
             self.counts = dict.fromkeys(COUNTS, 0)
             self.max_depth, self.complete, self.budget_hit = 0, True, False
             self.traces_estimated, self.failures, self.gave = False, [], 0
+            if self.log is not None:
+                self.log.restart()
             self.since = time.monotonic()
             ex.share_take(position)
             self.base = ex.stats()
@@ -270,6 +279,8 @@ class Share:
         if not self.stopped():
             ex.share_import(rep.reports, amap)
         ex.share_done(t.position, t.token)
+        if self.log is not None and rep.schedule_log is not None:
+            self.log.merge(rep.schedule_log, amap)
         for k in COUNTS:
             self.counts[k] += rep.counts.get(k, 0)
         self.max_depth = max(self.max_depth, rep.max_depth)
@@ -341,6 +352,7 @@ class Share:
                     budget_hit=self.budget_hit or bool(st["budget_hit"]) or watchdog,
                     traces_estimated=self.traces_estimated or bool(st["traces_estimated"]),
                     failures=self.failures + failures,
+                    schedule_log=self.log,
                 )
             data = pickle.dumps(rep)
             view = memoryview(data)

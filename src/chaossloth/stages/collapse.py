@@ -129,7 +129,7 @@ def explore(ctx: Context) -> ExecutionResult | None:
                 config=cfg.replace(time_limit=cfg.time_budget()),
                 oracle=ctx.oracle,
                 progress=ctx.progress,
-                on_execution=log.add_dpor if log is not None else None,
+                schedule_log=log,
             )
     except NondeterminismError as exc:
         raise InputError(f"the workload is nondeterministic: {exc}") from None
