@@ -1042,7 +1042,10 @@ static PyObject *loop_create_task(LoopCoreObject *self, PyObject *const *args, P
         if (!live) goto fail;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->created); i++) {
             PyObject *r = PyList_GET_ITEM(self->created, i);
-            if (PyWeakref_GetObject(r) != Py_None && PyList_Append(live, r) < 0) {
+            PyObject *referent = cs_compat_weakref_get(r);
+            int alive = referent && referent != Py_None;
+            Py_XDECREF(referent);
+            if (!referent || (alive && PyList_Append(live, r) < 0)) {
                 Py_DECREF(live);
                 goto fail;
             }

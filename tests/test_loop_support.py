@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import gc
 import selectors
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from chaossloth import _core
 from chaossloth.loop import ControlledLoop
+
+#: real seconds the virtual clock waits for the default executor's shutdown thread
+SHUTDOWN_WAIT = 30.0
 
 
 class _VirtualSelector(selectors.BaseSelector):
@@ -44,6 +48,13 @@ class _VirtualSelector(selectors.BaseSelector):
         assert loop is not None
         if timeout is None:  # nothing scheduled: only another thread can wake us
             return self._real.select(None)
+        if any("_do_shutdown" in t.name for t in threading.enumerate()):
+            # 3.12+ shutdown_default_executor(timeout): the thread joining the executor's
+            # wakes the loop when done; skipping to the timeout's deadline would warn that
+            # it did not finish in time
+            ready = self._real.select(SHUTDOWN_WAIT)
+            if ready:
+                return ready
         sched = loop._scheduled
         loop._vt = max(loop._vt, sched[0]._when) if sched else loop._vt + timeout
         return []

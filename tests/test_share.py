@@ -232,9 +232,7 @@ def test_the_schedule_log_holds_every_processs_executions(primitives: Path) -> N
         assert len(set(map(tuple, logged))) > len(paths) // 2
         for sched in logged[-20:] + logged[:5]:
             # guided: a sleep-blocked execution's schedule is the prefix it ran
-            again = runner.run_once(
-                program.factory, schedule=sched, actor_paths=table, guided=True
-            )
+            again = runner.run_once(program.factory, schedule=sched, actor_paths=table, guided=True)
             assert again.schedule[: len(sched)] == sched
     finally:
         program.release()
