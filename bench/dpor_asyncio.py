@@ -26,8 +26,10 @@ acquires that find room at different counts, its releases that wake nobody, a FI
 and get that neither empty nor fill it (capture/sync.py), and gather()'s done-callbacks, which
 count their children without ordering each other (ext/loop.c, record_shared_state), so DPOR
 can need fewer executions than the model has orders.  It goes above it where asyncio's
-implementation has states the model has not: a waiting acquire, get or wait is a step of its
-own (it queues a waiter), and a woken waiter resumes in a later step.  Issue 14's goal: DPOR
+implementation has states the model has not: a waiting acquire or get is a step of its own
+(it queues a waiter), and a woken waiter resumes in a later step.  An Event's blocked wait is
+not ordered with the set that wakes it (capture/sync.py, _event_wrapper), as the model's
+disabled wait is not.  Issue 14's goal: DPOR
 within 2x of it.  Usage:
     python bench/dpor_asyncio.py [--budget N]
 """

@@ -14,7 +14,9 @@
  *                         (the runner's tracked tasks of one execution).
  *
  * With no explorer attached (or no open step) the record returns at once, so
- * the call is the base method's.  The object is a method descriptor
+ * the call is the base method's.  While quiet (quiet_futures(True)), no
+ * RecordingMethod records: the caller records the operation those calls are
+ * part of (capture/sync.py: Event.set, whose waiters' futures it completes).  The object is a method descriptor
  * (Py_TPFLAGS_METHOD_DESCRIPTOR): `obj.m(...)` calls it with obj first, no
  * bound method made; looked up on a class it is itself; on an instance, a
  * bound method.  The C Task calls its futures' methods by name
@@ -39,6 +41,9 @@ typedef struct {
 
 static PyObject *s_tracker;
 
+/* quiet_futures(True): the RecordingMethods' records are off until quiet_futures(False) */
+static int quiet;
+
 static int track(RecordingMethod *m, PyObject *self) {
     PyObject *list = PyDict_GetItemWithError(m->tracker_ns, s_tracker);
     if (!list) return PyErr_Occurred() ? -1 : 0;
@@ -59,11 +64,11 @@ static PyObject *rm_vectorcall(PyObject *callable, PyObject *const *args, size_t
         return NULL;
     }
     PyObject *self = args[0];
-    if (!(m->flags & RECORD_AFTER) && cs_hooks_record_at(self, m->kind, m->site) < 0)
+    if (!(m->flags & RECORD_AFTER) && !quiet && cs_hooks_record_at(self, m->kind, m->site) < 0)
         return NULL;
     PyObject *out = PyObject_Vectorcall(m->base, args, nargsf, kwnames);
     if (!out) return NULL;
-    if ((m->flags & RECORD_AFTER) && cs_hooks_record_at(self, m->kind, m->site) < 0) {
+    if ((m->flags & RECORD_AFTER) && !quiet && cs_hooks_record_at(self, m->kind, m->site) < 0) {
         Py_DECREF(out);
         return NULL;
     }
@@ -168,9 +173,27 @@ static PyTypeObject RecordingMethodType = {
     .tp_getset = rm_getset,
 };
 
+static PyObject *quiet_futures(PyObject *Py_UNUSED(m), PyObject *on) {
+    int v = PyObject_IsTrue(on);
+    if (v < 0) return NULL;
+    PyObject *was = PyBool_FromLong(quiet);
+    quiet = v;
+    return was;
+}
+
+static PyMethodDef quiet_def = {
+    "quiet_futures", quiet_futures, METH_O,
+    "quiet_futures(on) -> bool: while on, RecordingFuture/RecordingTask methods record nothing "
+    "(their caller records the operation they are part of); returns the previous setting."};
+
 int cs_register_recording(PyObject *module) {
     if (!(s_tracker = PyUnicode_InternFromString("tracker"))) return -1;
     if (PyType_Ready(&RecordingMethodType) < 0) return -1;
+    PyObject *fn = PyCFunction_NewEx(&quiet_def, NULL, NULL);
+    if (!fn) return -1;
+    int rc = PyModule_AddObjectRef(module, "quiet_futures", fn);
+    Py_DECREF(fn);
+    if (rc < 0) return -1;
     if (PyModule_AddIntConstant(module, "RECORD_AFTER", RECORD_AFTER) < 0) return -1;
     if (PyModule_AddIntConstant(module, "TRACK", TRACK) < 0) return -1;
     return PyModule_AddObjectRef(module, "RecordingMethod", (PyObject *)&RecordingMethodType);

@@ -67,8 +67,9 @@ def test_fast_paths_that_never_yield_are_recorded() -> None:
     # a get from a FIFO queue with an item and nobody waiting writes its head, not all of it
     assert (IDS["q"], hash(sync._HEAD) % 2**64, W) in acc
     assert (IDS["q"], WHOLE, W) not in acc
-    assert (IDS["ev"], WHOLE, R) in acc
-    assert (IDS["ev"], WHOLE, W) not in acc
+    # a wait that finds the event set reads whether it is set, nothing else of it
+    assert (IDS["ev"], hash(sync._IS_SET) % 2**64, R) in acc
+    assert (IDS["ev"], WHOLE, R) not in acc and (IDS["ev"], WHOLE, W) not in acc
 
 
 def test_recording_future_records_state_changes_and_observations() -> None:

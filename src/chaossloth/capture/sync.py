@@ -13,7 +13,9 @@ Two parts:
   were in the classes' ``__dict__``.  A semaphore's uncontended ``acquire``, its ``release``
   that wakes nobody and the resumption of a woken waiter are recorded finer, on the permits
   they move and its queue (see :func:`_counted` and :func:`_resumed`), so that DPOR orders them
-  only where they do not commute.
+  only where they do not commute; a FIFO queue's puts and gets likewise (:func:`_moved`), and
+  an Event's operations by what they did, a blocked wait not ordered with the set that wakes
+  it (:func:`_event_wrapper`).
 * :class:`RecordingFuture` and :class:`RecordingTask`: asyncio's C future and task with their
   state changes (``set_result``, ``set_exception``, ``cancel``, ``add_done_callback``)
   recorded as writes and their observations (``done()``, ``result()``, ``exception()``,
@@ -30,9 +32,11 @@ from __future__ import annotations
 import asyncio
 import asyncio.futures
 import asyncio.tasks
+import collections
 import contextlib
 import functools
 import threading
+import weakref
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, ClassVar
 
@@ -330,6 +334,117 @@ def _got(q: Any, site: int, observed: tuple[int, int, int] | None) -> None:
     _moved(q, site, observed, -1)
 
 
+#: the keys of an Event (see :func:`_event_method`): whether it is set, whether it was cleared
+#: (what a wait that blocks read), and its two attributes (so that code reading them conflicts
+#: with the operations that change them)
+_IS_SET, _CLEARED, _EV_VALUE, _EV_WAITERS = "<set>", "<cleared>", "_value", "_waiters"
+_EVENT_METHODS = ("wait", "set", "clear", "is_set")
+#: the futures Event.wait registered (the wrapper saw each one suspend on its future): a set()
+#: completes them as part of its own operation, recorded by it
+_event_futures: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _plain_event(ev: Any) -> bool:
+    """An Event whose methods are asyncio's own (the wrappers) and whose internals are the
+    ones this module knows; any other is recorded as a whole object."""
+    t = type(ev)
+    if t is not asyncio.Event:
+        wrapped = vars(asyncio.Event)
+        if any(getattr(t, n, None) is not wrapped.get(n) for n in _EVENT_METHODS):
+            return False
+    try:
+        return type(ev._value) is bool and type(ev._waiters) is collections.deque
+    except AttributeError:
+        return False
+
+
+def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
+    """Event's operations, recorded by what they did.
+
+    * ``wait()`` that finds it set reads the set key; one that blocks reads the cleared key
+      and adds to the waiters (its resumption, when woken, adds to them again: it leaves);
+    * ``set()`` that sets it writes the set key (and adds to the value and the waiters: they
+      change), completing the blocked waiters' futures as part of it (their records quiet);
+      one that finds it set reads the set key;
+    * ``clear()`` that clears it writes both keys (and adds to the value); one that finds it
+      clear reads the set key; ``is_set()`` reads the set key.
+
+    So a wait that blocks and the set that wakes it do not order each other, and neither do
+    two waits.  This is not "they commute": the wait that ran first blocks, its task resumes
+    in a later step woken by the set (which that step happens after), while the wait that runs
+    after the set returns at once.  What makes it sound is that nothing is lost by running
+    only the first: the blocking step runs the same code before its wait (what it read or
+    wrote races with the set's step as any access does, so where that matters the set-first
+    order is explored), and the woken step runs the code after it, anywhere after the set, as
+    the passing wait's step would.  The one thing the two orders differ in besides where the
+    code runs is a clear() between the set and the waiter's next step: a waiter woken by the
+    set goes on, one that had not blocked yet blocks.  That is why the blocking wait reads the
+    cleared key that a clear() writes: the clear's order against it is explored.  A
+    cancellation writes the task (its steps read it), and a woken wait that raises writes the
+    whole event.  Code reading ``ev._value`` or ``ev._waiters`` conflicts with what changes
+    them; code storing into the event writes all of it (the hooks' rule).  tests:
+    test_dpor_primitives.py compares DPOR with brute force on generated Event programs."""
+    site = _site(cls, name)
+
+    if name == "wait":
+
+        def resumed(ev: Any, site: int, observed: Any) -> None:
+            _record(ev, ADD, site, _EV_WAITERS)
+
+        @functools.wraps(orig)
+        async def wait(self: Any) -> Any:
+            if not _plain_event(self):
+                return await _Resuming(orig(self), self, W, site)
+            coro = orig(self)
+            try:
+                started = coro.send(None)
+            except StopIteration as stop:
+                _record(self, R, site, _IS_SET)
+                return stop.value
+            except BaseException:
+                _record(self, W, site)
+                raise
+            _record(self, R, site, _CLEARED)
+            _record(self, ADD, site, _EV_WAITERS)
+            if asyncio.isfuture(started):
+                _event_futures.add(started)
+            return await _Resuming(coro, self, W, site, started, resumed)
+
+        return wait
+
+    @functools.wraps(orig)
+    def operation(self: Any) -> Any:
+        if not _plain_event(self):
+            _record(self, W, site)
+            return orig(self)
+        before = self._value
+        # the waiters' futures completed quietly only when every one is a wait's: a future
+        # put there by other code keeps its own records (and orders the set with its waiter)
+        quiet = name == "set" and not before and all(f in _event_futures for f in self._waiters)
+        was = _core.quiet_futures(True) if quiet else False
+        try:
+            result = orig(self)
+        except BaseException:
+            _record(self, W, site)
+            raise
+        finally:
+            if quiet:
+                _core.quiet_futures(was)
+        if name == "is_set" or (name == "set") == before:  # a query, or nothing changed
+            _record(self, R, site, _IS_SET)
+        elif name == "set":
+            _record(self, W, site, _IS_SET)
+            _record(self, ADD, site, _EV_VALUE)
+            _record(self, ADD, site, _EV_WAITERS)
+        else:  # a clear that cleared it
+            _record(self, W, site, _IS_SET)
+            _record(self, W, site, _CLEARED)
+            _record(self, ADD, site, _EV_VALUE)
+        return result
+
+    return operation
+
+
 Settle = Callable[[Any, int, Any], None]
 
 
@@ -413,6 +528,7 @@ _SPECIAL: dict[tuple[type, str], Callable[[type, str, Any], Any]] = {
     (asyncio.Queue, "get"): _settling_coroutine(None, None),
     (asyncio.Queue, "put_nowait"): _settling_method(_queue_state, _put),
     (asyncio.Queue, "get_nowait"): _settling_method(_queue_state, _got),
+    **{(asyncio.Event, name): _event_wrapper for name in _EVENT_METHODS},
 }
 
 
