@@ -55,6 +55,13 @@ class Access:
         s = site_registry.get(self.site)
         return self.site != 0 and s.line > 0
 
+    @property
+    def primitive_operation(self) -> bool:
+        """An operation of an asyncio primitive (Event.set(), Lock.acquire()...), not of the
+        futures and tasks beneath them."""
+        s = site_registry.get(self.site)
+        return self.site != 0 and s.kind == "sync" and s.text.startswith("asyncio.")
+
     def overlaps(self, other: Access) -> bool:
         if OBJECT_ALL in (self.obj, other.obj):
             return True
@@ -79,7 +86,9 @@ def accesses_of(trace: Sequence[Any], event: int) -> list[Access]:
 
 def conflicting_pair(trace: Sequence[Any], i: int, j: int) -> tuple[Access, Access] | None:
     """The pair of conflicting accesses that makes events i and j dependent, the most
-    telling first: both in the user's code, then one, then neither; among equals, the last
+    telling first: both in the user's code, then one, then neither, and at each of these a
+    pair on an asyncio primitive's operation (a set against a clear) before one on the tasks
+    and futures beneath (a task's step against an await of it); among equals, the last
     access of i and the first of j (nearest to the swap)."""
     best: tuple[int, tuple[Access, Access]] | None = None
     for a in reversed(accesses_of(trace, i)):
@@ -89,7 +98,8 @@ def conflicting_pair(trace: Sequence[Any], i: int, j: int) -> tuple[Access, Acce
             if OBJECT_ALL in (a.obj, b.obj) and a.obj != b.obj:
                 score = 0  # a barrier stands for anything: the weakest explanation
             else:
-                score = 1 + int(a.in_user_code) + int(b.in_user_code)
+                score = 2 * (int(a.in_user_code) + int(b.in_user_code)) + 1
+                score += int(a.primitive_operation or b.primitive_operation)
             if best is None or score > best[0]:
                 best = (score, (a, b))
     return best[1] if best is not None else None
