@@ -551,40 +551,39 @@ _EVENT_JOB = st.lists(
 )
 
 
+#: each Event operation's lines in a job ({i}: the job, {k}: the operation's index)
+_EVENT_LINES = {
+    "wait": ["await ev.wait()", "seen.append(({i}, {k}, 'woke'))"],
+    "set": ["ev.set()"],
+    "clear": ["ev.clear()"],
+    "is_set": ["seen.append(({i}, {k}, ev.is_set()))"],
+    "peek": ["seen.append(({i}, {k}, ev._value))"],
+    "waiters": ["seen.append(({i}, {k}, len(ev._waiters)))"],
+    "log": ["s.log.append({i} * 10 + {k})"],
+    "sleep": ["await asyncio.sleep(0)"],
+    "wait_for": [
+        "try:",
+        "    await asyncio.wait_for(ev.wait(), 0.01)",
+        "    seen.append(({i}, {k}, 'in time'))",
+        "except asyncio.TimeoutError:",
+        "    seen.append(({i}, {k}, 'timeout'))",
+    ],
+    "cancel_waiter": [
+        "t = asyncio.create_task(ev.wait())",
+        "await asyncio.sleep(0)",
+        "t.cancel()",
+        "try:",
+        "    seen.append(({i}, {k}, await t))",
+        "except asyncio.CancelledError:",
+        "    seen.append(({i}, {k}, 'cancelled'))",
+    ],
+}
+
+
 def _event_job_source(i: int, ops: list[str]) -> list[str]:
     out = [f"async def job{i}(s, ev, seen):"]
     for k, op in enumerate(ops):
-        if op == "wait":
-            out.append("    await ev.wait()")
-            out.append(f"    seen.append(({i}, {k}, 'woke'))")
-        elif op == "set":
-            out.append("    ev.set()")
-        elif op == "clear":
-            out.append("    ev.clear()")
-        elif op == "is_set":
-            out.append(f"    seen.append(({i}, {k}, ev.is_set()))")
-        elif op == "peek":
-            out.append(f"    seen.append(({i}, {k}, ev._value))")
-        elif op == "waiters":
-            out.append(f"    seen.append(({i}, {k}, len(ev._waiters)))")
-        elif op == "log":
-            out.append(f"    s.log.append({i * 10 + k})")
-        elif op == "wait_for":
-            out.append("    try:")
-            out.append("        await asyncio.wait_for(ev.wait(), 0.01)")
-            out.append(f"        seen.append(({i}, {k}, 'in time'))")
-            out.append("    except asyncio.TimeoutError:")
-            out.append(f"        seen.append(({i}, {k}, 'timeout'))")
-        elif op == "cancel_waiter":
-            out.append("    t = asyncio.create_task(ev.wait())")
-            out.append("    await asyncio.sleep(0)")
-            out.append("    t.cancel()")
-            out.append("    try:")
-            out.append(f"        seen.append(({i}, {k}, await t))")
-            out.append("    except asyncio.CancelledError:")
-            out.append(f"        seen.append(({i}, {k}, 'cancelled'))")
-        else:
-            out.append("    await asyncio.sleep(0)")
+        out += ["    " + line.format(i=i, k=k) for line in _EVENT_LINES[op]]
     return out
 
 
