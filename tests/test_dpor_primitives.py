@@ -642,3 +642,15 @@ def test_every_pair_of_event_operations_reaches_what_brute_force_reaches() -> No
             if (seen := _reached(source))["dpor"] != seen["exhaustive"]:
                 mismatches.append(source)
     assert not mismatches, mismatches[0]
+
+
+def test_a_set_is_ordered_with_a_cancel_of_the_task_it_wakes() -> None:
+    """Found by the generated programs: a task waiting on the event, cancelled by one job while
+    another sets the event.  Set first, the woken task can finish (True) before the cancel
+    reaches it; cancelled first, the wait raises.  A set that completed the waiter's future
+    quietly and touched nothing of its task left the set and the cancel unordered, and DPOR
+    never reached True."""
+    source = _event_program(False, [["cancel_waiter"], ["sleep", "set"]])
+    seen = _reached(source)
+    assert seen["dpor"] == seen["exhaustive"], source
+    assert {o[2][2][0] for o in seen["dpor"]} == {((0, 0, True),), ((0, 0, "cancelled"),)}

@@ -339,9 +339,10 @@ def _got(q: Any, site: int, observed: tuple[int, int, int] | None) -> None:
 #: with the operations that change them)
 _IS_SET, _CLEARED, _EV_VALUE, _EV_WAITERS = "<set>", "<cleared>", "_value", "_waiters"
 _EVENT_METHODS = ("wait", "set", "clear", "is_set")
-#: the futures Event.wait registered (the wrapper saw each one suspend on its future): a set()
-#: completes them as part of its own operation, recorded by it
-_event_futures: weakref.WeakSet[Any] = weakref.WeakSet()
+#: the futures Event.wait registered (the wrapper saw each one suspend on its future), each
+#: with the task that waits on it: a set() completes them as part of its own operation,
+#: recorded by it
+_event_futures: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _plain_event(ev: Any) -> bool:
@@ -379,9 +380,12 @@ def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
     the passing wait's step would.  The one thing the two orders differ in besides where the
     code runs is a clear() between the set and the waiter's next step: a waiter woken by the
     set goes on, one that had not blocked yet blocks.  That is why the blocking wait reads the
-    cleared key that a clear() writes: the clear's order against it is explored.  A
-    cancellation writes the task (its steps read it), and a woken wait that raises writes the
-    whole event.  Code reading ``ev._value`` or ``ev._waiters`` conflicts with what changes
+    cleared key that a clear() writes: the clear's order against it is explored.  A set
+    also reads each waiting task (a quiet set reaches it through its future): a cancel() of
+    the task before the set makes the wait raise, after the set it may come after the task
+    woke and finished, so the two are ordered (found by the generated programs: a cancelled
+    waiter's task that had already returned True was never reached).  A woken wait that
+    raises writes the whole event.  Code reading ``ev._value`` or ``ev._waiters`` conflicts with what changes
     them; code storing into the event writes all of it (the hooks' rule).  tests:
     test_dpor_primitives.py compares DPOR with brute force on generated Event programs."""
     site = _site(cls, name)
@@ -406,8 +410,9 @@ def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
                 raise
             _record(self, R, site, _CLEARED)
             _record(self, ADD, site, _EV_WAITERS)
-            if asyncio.isfuture(started):
-                _event_futures.add(started)
+            task = asyncio.current_task()
+            if asyncio.isfuture(started) and task is not None:
+                _event_futures[started] = task
             return await _Resuming(coro, self, W, site, started, resumed)
 
         return wait
@@ -420,7 +425,8 @@ def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
         before = self._value
         # the waiters' futures completed quietly only when every one is a wait's: a future
         # put there by other code keeps its own records (and orders the set with its waiter)
-        quiet = name == "set" and not before and all(f in _event_futures for f in self._waiters)
+        waiting = [_event_futures.get(f) for f in self._waiters] if name == "set" else []
+        quiet = name == "set" and not before and None not in waiting
         was = _core.quiet_futures(True) if quiet else False
         try:
             result = orig(self)
@@ -436,6 +442,11 @@ def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
             _record(self, W, site, _IS_SET)
             _record(self, ADD, site, _EV_VALUE)
             _record(self, ADD, site, _EV_WAITERS)
+            if quiet:
+                # it may wake each waiter before anything else reaches its task: a cancel()
+                # of that task (which writes it) orders itself with the set
+                for task in waiting:
+                    _record(task, R, site)
         else:  # a clear that cleared it
             _record(self, W, site, _IS_SET)
             _record(self, W, site, _CLEARED)
