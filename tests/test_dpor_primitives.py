@@ -654,3 +654,18 @@ def test_a_set_is_ordered_with_a_cancel_of_the_task_it_wakes() -> None:
     seen = _reached(source)
     assert seen["dpor"] == seen["exhaustive"], source
     assert {o[2][2][0] for o in seen["dpor"]} == {((0, 0, True),), ((0, 0, "cancelled"),)}
+
+
+def test_waiters_left_blocked_are_not_kept_alive() -> None:
+    """The set's record of each waiting task holds the task weakly: executions that end with
+    their waiters blocked forever (a deadlock) leave nothing of theirs alive."""
+    import gc
+
+    source = (
+        "import asyncio\n\n\nasync def main(box):\n    ev = asyncio.Event()\n"
+        "    await asyncio.gather(ev.wait(), ev.wait())\n"
+    )
+    res = _executions(source, "random", budget=20)
+    assert res.executions == res.failing_executions == 20
+    gc.collect()
+    assert len(sync._event_futures) == 0

@@ -340,9 +340,10 @@ def _got(q: Any, site: int, observed: tuple[int, int, int] | None) -> None:
 _IS_SET, _CLEARED, _EV_VALUE, _EV_WAITERS = "<set>", "<cleared>", "_value", "_waiters"
 _EVENT_METHODS = ("wait", "set", "clear", "is_set")
 #: the futures Event.wait registered (the wrapper saw each one suspend on its future), each
-#: with the task that waits on it: a set() completes them as part of its own operation,
-#: recorded by it
-_event_futures: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+#: with a weak reference to the task that waits on it (a strong one would keep a task blocked
+#: forever, and its future, alive for good): a set() completes them as part of its own
+#: operation, recorded by it
+_event_futures: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
 
 
 def _plain_event(ev: Any) -> bool:
@@ -357,6 +358,12 @@ def _plain_event(ev: Any) -> bool:
         return type(ev._value) is bool and type(ev._waiters) is collections.deque
     except AttributeError:
         return False
+
+
+def _waiting_task(fut: Any) -> Any:
+    """The task waiting on a future a wrapped Event.wait registered, or None."""
+    ref = _event_futures.get(fut)
+    return ref() if ref is not None else None
 
 
 def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
@@ -412,7 +419,7 @@ def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
             _record(self, ADD, site, _EV_WAITERS)
             task = asyncio.current_task()
             if asyncio.isfuture(started) and task is not None:
-                _event_futures[started] = task
+                _event_futures[started] = weakref.ref(task)
             return await _Resuming(coro, self, W, site, started, resumed)
 
         return wait
@@ -425,7 +432,7 @@ def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
         before = self._value
         # the waiters' futures completed quietly only when every one is a wait's: a future
         # put there by other code keeps its own records (and orders the set with its waiter)
-        waiting = [_event_futures.get(f) for f in self._waiters] if name == "set" else []
+        waiting = [_waiting_task(f) for f in self._waiters] if name == "set" else []
         quiet = name == "set" and not before and None not in waiting
         was = _core.quiet_futures(True) if quiet else False
         try:
