@@ -10,6 +10,8 @@ Workloads (real asyncio code, loaded through the capture instrumentation):
              consumers wait on it and read the value
   condition  an ``asyncio.Condition``: two consumers wait (``wait_for``) for an item a producer
              appends and notifies, each taking one
+  awaiters   four tasks awaiting one shared task (an in-flight request's result), which
+             sleeps once and stores before it returns
 
 Per workload: DPOR's executions (and whether it completed), brute force's (the ``exhaustive``
 strategy: every schedule), and the model's distinct orders.  Each exploration is capped at
@@ -28,8 +30,10 @@ count their children without ordering each other (ext/loop.c, record_shared_stat
 can need fewer executions than the model has orders.  It goes above it where asyncio's
 implementation has states the model has not: a waiting acquire or get is a step of its own
 (it queues a waiter), and a woken waiter resumes in a later step.  An Event's blocked wait is
-not ordered with the set that wakes it (capture/sync.py, _event_wrapper), as the model's
-disabled wait is not.  Issue 14's goal: DPOR
+ordered with the set that wakes it (capture/sync.py, _event_wrapper), and a task's blocking
+await of a shared task with its completion (RecordingFuture), so each waiter blocks before it
+or passes after it: 2^N executions where the model, whose blocked operations are disabled,
+has 1 (the waiters do not order each other).  Issue 14's goal: DPOR
 within 2x of it.  Usage:
     python bench/dpor_asyncio.py [--budget N]
 """
@@ -124,6 +128,23 @@ async def condition():
     cond = asyncio.Condition()
     got = await asyncio.gather(cond_take(s, cond), cond_take(s, cond), cond_give(s, cond))
     assert sorted(got[:2]) == [0, 1]
+
+
+async def fetch(s):
+    await asyncio.sleep(0)
+    s.n = 42
+    return s.n
+
+
+async def await_shared(request):
+    return await request
+
+
+async def awaiters():
+    s = Shared()
+    request = asyncio.ensure_future(fetch(s))
+    got = await asyncio.gather(*[await_shared(request) for _ in range(4)])
+    assert got == [42] * 4
 """
 
 # ------------------------------------------------------------------ the primitive-level model
@@ -252,11 +273,20 @@ def count_traces(state: dict[str, int], jobs: list[list[Op]], cap: int) -> tuple
     return len(seen), complete
 
 
+def model_awaiters() -> tuple[dict[str, int], list[list[Op]]]:
+    # the request's store and completion, then each awaiter's read of its result, enabled once
+    # it is done
+    fetch = [op(writes=("n",)), op(writes=("request",), effect=_add("done", 1))]
+    wait = op(reads=("request",), guard=_positive("done"))
+    return {"done": 0}, [fetch] + [[wait] for _ in range(4)]
+
+
 MODELS: dict[str, Callable[[], tuple[dict[str, int], list[list[Op]]]]] = {
     "semaphore": model_semaphore,
     "pipeline": model_pipeline,
     "event": model_event,
     "condition": model_condition,
+    "awaiters": model_awaiters,
 }
 
 

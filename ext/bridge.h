@@ -64,9 +64,20 @@ int cs_hooks_record_object(PyObject *obj, int kind);
  * possibly or-ed with CS_ID_CREATED): for recording.c's methods. */
 int cs_hooks_record_at(PyObject *obj, int kind, PyObject *site);
 /* The access of a task that its own step makes inside the C Task, where no recording method
- * sees it: a read when the step begins (whether it is done, cancelled, what it waits for),
- * a write when the step completes it; at the sites set_task_sites names. */
+ * sees it: a read of its state key when the step begins (whether it is done, cancelled, what
+ * it waits for), its completion (cs_hooks_record_completion) when the step completes it; at
+ * the sites set_task_sites names. */
 int cs_hooks_record_task(PyObject *task, int kind);
+/* A future's completion (its result, exception or cancellation set): a write of each of its
+ * state keys and of its callbacks (set_future_keys; without them a write of the whole
+ * future).  A registration of a task's wake-up (cs_hooks_record_registration) is an add to
+ * the callbacks: registrations commute with each other, not with the completion (see
+ * capture/sync.py, RecordingFuture). */
+int cs_hooks_record_completion(PyObject *fut, PyObject *site);
+int cs_hooks_record_registration(PyObject *fut, PyObject *site);
+/* A read of the future's state key (done(), result(), ...: they observe its state, not its
+ * callbacks), which a completion writes (without state keys, of the whole future). */
+int cs_hooks_record_state_read(PyObject *fut, PyObject *site);
 /* The same on (obj, key): key as the hooks name subscripts (a str is a key,
  * an object of a user type the whole object). */
 int cs_hooks_record_key(PyObject *obj, PyObject *key, int kind);
@@ -83,6 +94,17 @@ extern int cs_hooks_quiet_reads;
  * asyncio.events._get_running_loop()._cs_actor tells while a controlled loop runs its steps,
  * without the call (nor its getpid()).  Never raises. */
 int cs_loop_running_actor(cs_actor *out);
+/* loop.c: is the asyncio future done (its C done() unbound for a C Future, no record)?
+ * 1, 0, or -1 with an exception. */
+int cs_loop_future_is_done(PyObject *future);
+
+/* recording.c: the end of a step's run (loop.c, explorer_step, before the step's own records
+ * of its task): the awaits of the step that found a future pending and were not a task's
+ * blocking await (no registration of its wake-up followed) are recorded as writes of the whole
+ * future when `record` (they saw its state and left its blocking flag set), and forgotten.  0, or -1 with an exception. */
+int cs_recording_step_end(int record);
+/* recording.c: is `f` a RecordingMethod (which records its call's access itself)? */
+int cs_recording_is_method(PyObject *f);
 
 int cs_register_handles(PyObject *module);
 int cs_register_loop(PyObject *module);

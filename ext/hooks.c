@@ -1028,10 +1028,41 @@ int cs_hooks_record_at(PyObject *obj, int kind, PyObject *site) {
     return record(holder_of(obj), CS_KEY_WHOLE, kind, site, NULL, NULL);
 }
 
+/* The keys of a future's state (set_future_keys): state_keys[0] is the state key proper,
+ * the others the C Future's and Task's attributes a completion may change, so that code
+ * reading one (f._result) conflicts with it; callbacks_key is the "_callbacks" attribute's.
+ * None set: a completion writes the whole future and a step reads its whole task. */
+static uint64_t *state_keys;
+static size_t n_state_keys;
+static uint64_t callbacks_key;
+
+static int record_hashed(PyObject *obj, uint64_t key, int kind, PyObject *site) {
+    if (!hooks_ex) return 0;
+    if (cs_hooks_quiet_reads && kind == CS_READ) return 0;
+    return record(holder_of(obj), key, kind, site, NULL, NULL);
+}
+
+int cs_hooks_record_completion(PyObject *fut, PyObject *site) {
+    if (!hooks_ex) return 0;
+    if (!n_state_keys) return cs_hooks_record_at(fut, CS_WRITE, site);
+    for (size_t i = 0; i < n_state_keys; i++)
+        if (record_hashed(fut, state_keys[i], CS_WRITE, site) < 0) return -1;
+    return record_hashed(fut, callbacks_key, CS_WRITE, site);
+}
+
+int cs_hooks_record_registration(PyObject *fut, PyObject *site) {
+    if (!n_state_keys) return cs_hooks_record_at(fut, CS_WRITE, site);
+    return record_hashed(fut, callbacks_key, CS_ADD, site);
+}
+
+int cs_hooks_record_state_read(PyObject *fut, PyObject *site) {
+    if (!n_state_keys) return cs_hooks_record_at(fut, CS_READ, site);
+    return record_hashed(fut, state_keys[0], CS_READ, site);
+}
+
 int cs_hooks_record_task(PyObject *task, int kind) {
-    return cs_hooks_record_at(task, kind,
-                              (kind & CS_KIND_MASK) == CS_READ ? task_step_site
-                                                               : task_complete_site);
+    if ((kind & CS_KIND_MASK) != CS_READ) return cs_hooks_record_completion(task, task_complete_site);
+    return cs_hooks_record_state_read(task, task_step_site);
 }
 
 /* Hash of a key whose hashing runs no user code, else CS_KEY_WHOLE.  Equal
@@ -1133,6 +1164,8 @@ static PyObject *self_recording_types;
 
 static int is_instrumented_callable(PyObject *f) {
     if (PyMethod_Check(f)) f = PyMethod_GET_FUNCTION(f);
+    /* a RecordingFuture's or RecordingTask's method records what it does itself */
+    if (cs_recording_is_method(f)) return 1;
     if (!PyFunction_Check(f)) return 0;
     if (self_recording && PySet_Contains(self_recording, f) == 1) return 1;
     if (!instrumented_files) return 0;
@@ -3005,6 +3038,34 @@ static PyObject *h_set_task_sites(PyObject *Py_UNUSED(m), PyObject *const *a, Py
     Py_RETURN_NONE;
 }
 
+/* set_future_keys(state, callbacks): the attribute names (str) of a future's state, the
+ * state key proper first, and of its callbacks. */
+static PyObject *h_set_future_keys(PyObject *Py_UNUSED(m), PyObject *const *a,
+                                   Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_Check(a[0]) || PyTuple_GET_SIZE(a[0]) == 0 ||
+        !PyUnicode_Check(a[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "set_future_keys(state: tuple[str, ...] (not empty), callbacks: str)");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(a[0]);
+    uint64_t *keys = PyMem_Calloc((size_t)n, sizeof *keys);
+    if (!keys) return PyErr_NoMemory();
+    uint64_t cb;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (name_hash(PyTuple_GET_ITEM(a[0], i), &keys[i]) < 0) goto fail;
+    }
+    if (name_hash(a[1], &cb) < 0) goto fail;
+    PyMem_Free(state_keys);
+    state_keys = keys;
+    n_state_keys = (size_t)n;
+    callbacks_key = cb;
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(keys);
+    return NULL;
+}
+
 static PyObject *h_active(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
     return PyBool_FromLong(hooks_ex != NULL);
 }
@@ -3176,6 +3237,10 @@ static PyMethodDef hook_methods[] = {
     FAST("set_task_sites", h_set_task_sites,
          "set_task_sites(step, complete): the sites of the accesses the loop core records for "
          "a task's step (a read of the task) and its completion (a write)."),
+    FAST("set_future_keys", h_set_future_keys,
+         "set_future_keys(state, callbacks): the attribute names a future's completion writes "
+         "(the state key first, which a task's step reads) and the one its callbacks are "
+         "under (a completion and a task's registered wake-up add to it)."),
     {"hooks_active", h_active, METH_NOARGS, "True while an explorer is attached to the hooks."},
     {"hooks_reset", h_reset, METH_NOARGS, "Forget every name; release the objects held."},
     {"hooks_keeper_young", h_keeper_young, METH_NOARGS,

@@ -1404,7 +1404,7 @@ static int purge_cancelled(LoopCoreObject *self) {
 /* Is the future done?  By its _state (both asyncio futures have one), which records nothing
  * (a recording future's done() reads it as a whole, which would order the callbacks that
  * only add); by done() otherwise. */
-static int future_is_done(PyObject *future) {
+int cs_loop_future_is_done(PyObject *future) {
     if (future_done && PyObject_TypeCheck(future, (PyTypeObject *)future_type)) {
         /* asyncio's C Future (a C Task, a recording one): its own done(), unbound (the
          * recording subclasses' done() records a read) */
@@ -1473,7 +1473,7 @@ static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, i
             if (cc->code != code || cc->cell >= PyTuple_GET_SIZE(cells)) continue;
             PyObject *future = PyCell_GET(PyTuple_GET_ITEM(cells, cc->cell));
             if (!future || future == Py_None) break;
-            int done = future_is_done(future);
+            int done = cs_loop_future_is_done(future);
             if (done < 0) return -1;
             *future_out = Py_NewRef(future);
             *was_done = done;
@@ -1499,7 +1499,7 @@ static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, i
 static int record_counted_future(LoopCoreObject *self, PyObject *future, int was_done) {
     int kind = CS_READ;
     if (!was_done) {
-        int done = future_is_done(future);
+        int done = cs_loop_future_is_done(future);
         if (done < 0) return -1;
         kind = CS_ADD;
         if (done) {
@@ -1558,7 +1558,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
         task = cs_compat_task_of_step(h->callback);
         Py_XINCREF(task);
         if (!task) rc = record_shared_state(h->callback, 0, &counted, &was_done);
-        else if ((task_was_done = future_is_done(task)) < 0) rc = -1;
+        else if ((task_was_done = cs_loop_future_is_done(task)) < 0) rc = -1;
         else rc = cs_hooks_record_task(task, CS_READ);
     }
     self->cur_task = Py_XNewRef(task);
@@ -1569,9 +1569,10 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     cs_hooks_quiet_reads = counted != NULL;
     if (rc == 0) rc = cs_loop_run_handle(self, h);
     cs_hooks_quiet_reads = 0;
+    if (cs_recording_step_end(rc == 0) < 0) rc = -1;
     if (rc == 0 && counted) rc = record_counted_future(self, counted, was_done);
     if (rc == 0 && task && !task_was_done) {
-        int done = future_is_done(task);
+        int done = cs_loop_future_is_done(task);
         if (done < 0) rc = -1;
         else if (done) rc = cs_hooks_record_task(task, CS_WRITE);
     }

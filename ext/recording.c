@@ -13,6 +13,32 @@
  *                         bound to "tracker" in `tracker_ns` when there is one
  *                         (the runner's tracked tasks of one execution).
  *
+ *   flags & COMPLETES:    (set_result, set_exception, a Future's cancel) a call that
+ *                         finds the future pending and leaves it done records its
+ *                         completion (cs_hooks_record_completion: its state keys and its
+ *                         callbacks written); any other call, or one that raises,
+ *                         writes the whole future.
+ *   flags & STATE:        (done, result, exception, cancelled) the call reads the future's
+ *                         state key (cs_hooks_record_state_read), not its callbacks.
+ *   flags & AWAITS:       (__await__, __iter__) a done future's state is read (an await that
+ *                         passes: it races with the completion, whose reversal is the
+ *                         blocking await); a pending one
+ *                         is remembered for the open step (pending_awaits): the task whose
+ *                         step this is blocks on it and registers its wake-up next.
+ *   flags & REGISTERS:    (add_done_callback) the registration of a task's wake-up on a
+ *                         pending future that an await of this step remembered is that
+ *                         await's blocking, an add to the callbacks
+ *                         (cs_hooks_record_registration), and takes the await off the list;
+ *                         any other registration writes the whole future.  An await the
+ *                         step leaves unmatched (code that drove a coroutine by hand and saw
+ *                         the future pending) writes the whole future at the step's end
+ *                         (cs_recording_step_end): it saw the state, and the yield left the
+ *                         future's blocking flag set, so that the next await of it raises
+ *                         "await wasn't used with future" (a task's registration clears it).
+ *
+ * Why two blocking awaits of one future need not be ordered: see capture/sync.py,
+ * RecordingFuture.
+ *
  * With no explorer attached (or no open step) the record returns at once, so
  * the call is the base method's.  While quiet (quiet_futures(True)), no
  * RecordingMethod records: the caller records the operation those calls are
@@ -22,11 +48,12 @@
  * bound method.  The C Task calls its futures' methods by name
  * (add_done_callback, result, cancel), which find these.
  */
-#include "bridge.h"
+#include "compat.h"
 
 #include <stddef.h>
 
-enum { RECORD_AFTER = 1, TRACK = 2 };
+enum { RECORD_AFTER = 1, TRACK = 2, COMPLETES = 4, AWAITS = 8, REGISTERS = 16, STATE = 32 };
+#define ALL_FLAGS (RECORD_AFTER | TRACK | COMPLETES | AWAITS | REGISTERS | STATE)
 
 typedef struct {
     PyObject_HEAD
@@ -55,6 +82,64 @@ static int track(RecordingMethod *m, PyObject *self) {
     return PyList_Append(list, self);
 }
 
+/* (future, site) pairs: the futures awaits of the open step found pending, not yet matched
+ * by the registration of a task's wake-up (AWAITS, REGISTERS); NULL when empty. */
+static PyObject *pending_awaits;
+
+static int step_open(void) {
+    cs_actor a;
+    return cs_hooks_get_explorer() != NULL && cs_loop_running_actor(&a);
+}
+
+static int awaited(RecordingMethod *m, PyObject *fut) {
+    int done = cs_loop_future_is_done(fut);
+    if (done < 0) return -1;
+    if (done) return cs_hooks_record_state_read(fut, m->site);
+    if (!step_open()) return 0;
+    if (!pending_awaits && !(pending_awaits = PyList_New(0))) return -1;
+    PyObject *pair = PyTuple_Pack(2, fut, m->site);
+    if (!pair) return -1;
+    int rc = PyList_Append(pending_awaits, pair);
+    Py_DECREF(pair);
+    return rc;
+}
+
+/* Takes the first pending await of `fut` off the list: 1 if there was one. */
+static int take_pending_await(PyObject *fut) {
+    if (!pending_awaits) return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pending_awaits); i++) {
+        if (PyTuple_GET_ITEM(PyList_GET_ITEM(pending_awaits, i), 0) != fut) continue;
+        if (PySequence_DelItem(pending_awaits, i) < 0) return -1;
+        return 1;
+    }
+    return 0;
+}
+
+static int registered(RecordingMethod *m, PyObject *fut, PyObject *const *args,
+                      Py_ssize_t nargs) {
+    if (nargs >= 2 && cs_compat_task_of_step(args[1])) {
+        int done = cs_loop_future_is_done(fut);
+        if (done < 0) return -1;
+        int took = done ? 0 : take_pending_await(fut);
+        if (took < 0) return -1;
+        if (took) return cs_hooks_record_registration(fut, m->site);
+    }
+    return cs_hooks_record_at(fut, m->kind, m->site);
+}
+
+int cs_recording_step_end(int record) {
+    if (!pending_awaits) return 0;
+    PyObject *left = pending_awaits;
+    pending_awaits = NULL;
+    int rc = 0;
+    for (Py_ssize_t i = 0; record && rc == 0 && i < PyList_GET_SIZE(left); i++) {
+        PyObject *pair = PyList_GET_ITEM(left, i);
+        rc = cs_hooks_record_at(PyTuple_GET_ITEM(pair, 0), CS_WRITE, PyTuple_GET_ITEM(pair, 1));
+    }
+    Py_DECREF(left);
+    return rc;
+}
+
 static PyObject *rm_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
     RecordingMethod *m = (RecordingMethod *)callable;
@@ -64,9 +149,43 @@ static PyObject *rm_vectorcall(PyObject *callable, PyObject *const *args, size_t
         return NULL;
     }
     PyObject *self = args[0];
-    if (!(m->flags & RECORD_AFTER) && !quiet && cs_hooks_record_at(self, m->kind, m->site) < 0)
+    int was_done = 0;
+    if (quiet || (m->flags & RECORD_AFTER)) {
+    } else if (m->flags & AWAITS) {
+        if (awaited(m, self) < 0) return NULL;
+    } else if (m->flags & REGISTERS) {
+        if (registered(m, self, args, nargs) < 0) return NULL;
+    } else if (m->flags & COMPLETES) {
+        if ((was_done = cs_loop_future_is_done(self)) < 0) return NULL;
+    } else if (m->flags & STATE) {
+        if (cs_hooks_record_state_read(self, m->site) < 0) return NULL;
+    } else if (cs_hooks_record_at(self, m->kind, m->site) < 0) {
         return NULL;
+    }
     PyObject *out = PyObject_Vectorcall(m->base, args, nargsf, kwnames);
+    if ((m->flags & COMPLETES) && !quiet) {
+        if (!out) {
+            /* it raised (set_result of a done future): a write of the whole future */
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            if (cs_hooks_record_at(self, m->kind, m->site) < 0) {
+                Py_XDECREF(et);
+                Py_XDECREF(ev);
+                Py_XDECREF(tb);
+                return NULL;
+            }
+            PyErr_Restore(et, ev, tb);
+            return NULL;
+        }
+        int done = was_done ? 0 : cs_loop_future_is_done(self);
+        int rc = done < 0 ? -1
+                 : done   ? cs_hooks_record_completion(self, m->site)
+                          : cs_hooks_record_at(self, m->kind, m->site);
+        if (rc < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
     if (!out) return NULL;
     if ((m->flags & RECORD_AFTER) && !quiet && cs_hooks_record_at(self, m->kind, m->site) < 0) {
         Py_DECREF(out);
@@ -92,7 +211,7 @@ static PyObject *rm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                                      &site, &flags, &ns))
         return NULL;
     if (!PyCallable_Check(base) || !PyLong_CheckExact(site) ||
-        (ns && ns != Py_None && !PyDict_Check(ns)) || (flags & ~(RECORD_AFTER | TRACK))) {
+        (ns && ns != Py_None && !PyDict_Check(ns)) || (flags & ~ALL_FLAGS)) {
         PyErr_SetString(PyExc_TypeError,
                         "RecordingMethod(base: callable, kind: int, site: int, flags: int = 0, "
                         "tracker_ns: dict | None = None)");
@@ -173,6 +292,8 @@ static PyTypeObject RecordingMethodType = {
     .tp_getset = rm_getset,
 };
 
+int cs_recording_is_method(PyObject *f) { return Py_IS_TYPE(f, &RecordingMethodType); }
+
 static PyObject *quiet_futures(PyObject *Py_UNUSED(m), PyObject *on) {
     int v = PyObject_IsTrue(on);
     if (v < 0) return NULL;
@@ -196,5 +317,9 @@ int cs_register_recording(PyObject *module) {
     if (rc < 0) return -1;
     if (PyModule_AddIntConstant(module, "RECORD_AFTER", RECORD_AFTER) < 0) return -1;
     if (PyModule_AddIntConstant(module, "TRACK", TRACK) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "COMPLETES", COMPLETES) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "AWAITS", AWAITS) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "REGISTERS", REGISTERS) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "STATE", STATE) < 0) return -1;
     return PyModule_AddObjectRef(module, "RecordingMethod", (PyObject *)&RecordingMethodType);
 }

@@ -186,7 +186,7 @@ def scenario_outcome(r: runner.ExecutionResult, holder: Any) -> Any:
 
 
 @pytest.mark.parametrize(
-    "name", ["semaphore", "pipeline", "event", "condition", "locks", "bounded"]
+    "name", ["semaphore", "pipeline", "event", "condition", "awaiters", "locks", "bounded"]
 )
 def test_primitive_workloads_reach_brute_forces_outcomes(primitives: Path, name: str) -> None:
     program = scenario.load(str(primitives), Config(scenario=name))

@@ -36,6 +36,7 @@ import collections
 import contextlib
 import functools
 import threading
+import types
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, ClassVar
@@ -371,29 +372,28 @@ def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
 
     * ``wait()`` that finds it set reads the set key; one that blocks reads the cleared key
       and adds to the waiters (its resumption, when woken, adds to them again: it leaves);
-    * ``set()`` that sets it writes the set key (and adds to the value and the waiters: they
-      change), completing the blocked waiters' futures as part of it (their records quiet);
-      one that finds it set reads the set key;
+    * ``set()`` that sets it writes the set key and the waiters (and adds to the value),
+      completing the blocked waiters' futures as part of it (their records quiet); one that
+      finds it set reads the set key;
     * ``clear()`` that clears it writes both keys (and adds to the value); one that finds it
       clear reads the set key; ``is_set()`` reads the set key.
 
-    So a wait that blocks and the set that wakes it do not order each other, and neither do
-    two waits.  This is not "they commute": the wait that ran first blocks, its task resumes
-    in a later step woken by the set (which that step happens after), while the wait that runs
-    after the set returns at once.  What makes it sound is that nothing is lost by running
-    only the first: the blocking step runs the same code before its wait (what it read or
-    wrote races with the set's step as any access does, so where that matters the set-first
-    order is explored), and the woken step runs the code after it, anywhere after the set, as
-    the passing wait's step would.  The one thing the two orders differ in besides where the
-    code runs is a clear() between the set and the waiter's next step: a waiter woken by the
-    set goes on, one that had not blocked yet blocks.  That is why the blocking wait reads the
-    cleared key that a clear() writes: the clear's order against it is explored.  A set
-    also reads each waiting task (a quiet set reaches it through its future): a cancel() of
-    the task before the set makes the wait raise, after the set it may come after the task
-    woke and finished, so the two are ordered (found by the generated programs: a cancelled
-    waiter's task that had already returned True was never reached).  A woken wait that
-    raises writes the whole event.  Code reading ``ev._value`` or ``ev._waiters`` conflicts with what changes
-    them; code storing into the event writes all of it (the hooks' rule).  tests:
+    So two waits, blocking or passing, do not order each other: swapped, each does what it
+    did (a blocking wait still blocks, its wake-up an actor of its own).  A blocking wait and
+    the set that wakes it are ordered (the wait's add to the waiters, the set's write of
+    them): swapped, the wait would pass at once.  Recorded as independent, on the argument that the
+    blocking order covers the passing one (the blocking step runs the code before the wait,
+    the woken step the code after it), they were unsafe although that argument holds for
+    outcomes: DPOR's wakeup sequences swap independent steps, and a sequence built where a wait blocked
+    then prescribed its task's next step where the swap had made the wait pass (a divergence,
+    found under --jobs on generated programs).  The clear() between a set and a waiter's next
+    step is what the cleared key orders: a waiter woken by the set goes on, one that had not
+    blocked yet blocks.  A set also reads each waiting task (a quiet set reaches it through
+    its future): a cancel() of the task before the set makes the wait raise, after the set it
+    may come after the task woke and finished, so the two are ordered (found by the generated
+    programs).  A woken wait that raises writes the whole event.  Code reading ``ev._value``
+    or ``ev._waiters`` conflicts with what changes them; code storing into the event writes
+    all of it (the hooks' rule).  tests:
     test_dpor_primitives.py compares DPOR with brute force on generated Event programs."""
     site = _site(cls, name)
 
@@ -448,7 +448,7 @@ def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
         elif name == "set":
             _record(self, W, site, _IS_SET)
             _record(self, ADD, site, _EV_VALUE)
-            _record(self, ADD, site, _EV_WAITERS)
+            _record(self, W, site, _EV_WAITERS)
             if quiet:
                 # it may wake each waiter before anything else reaches its task: a cancel()
                 # of that task (which writes it) orders itself with the set
@@ -682,51 +682,93 @@ tracker: list[Any] | None = None
 _M = _core.RecordingMethod
 
 #: the methods a Future and a Task share that record, with their access kind (what changes the
-#: state writes, what observes it reads) and the key of their site in _F / _T
-_SHARED_METHODS: tuple[tuple[str, int, str], ...] = (
-    ("cancel", W, "cancel"),
-    ("add_done_callback", W, "add_done_callback"),
-    ("remove_done_callback", W, "remove_done_callback"),
-    ("done", R, "done"),
-    ("result", R, "result"),
-    ("exception", R, "exception"),
-    ("cancelled", R, "cancelled"),
-    ("__await__", R, "await"),
-    ("__iter__", R, "await"),
+#: state writes, what observes it reads), the key of their site in _F / _T and the recording
+#: method's flags (a Future's cancel is set apart: it completes the future, a Task's does not)
+_SHARED_METHODS: tuple[tuple[str, int, str, int], ...] = (
+    ("add_done_callback", W, "add_done_callback", _core.REGISTERS),
+    ("remove_done_callback", W, "remove_done_callback", 0),
+    ("done", R, "done", _core.STATE),
+    ("result", R, "result", _core.STATE),
+    ("exception", R, "exception", _core.STATE),
+    ("cancelled", R, "cancelled", _core.STATE),
+    ("__await__", R, "await", _core.AWAITS),
+    ("__iter__", R, "await", _core.AWAITS),
 )
 
 
 def _record_shared_methods(cls: type, base: type, sites: dict[str, int]) -> None:
-    for name, kind, site in _SHARED_METHODS:
-        setattr(cls, name, _M(getattr(base, name), kind, sites[site]))
+    for name, kind, site, flags in _SHARED_METHODS:
+        setattr(cls, name, _M(getattr(base, name), kind, sites[site], flags))
+
+
+def _future_keys() -> tuple[str, ...]:
+    """The keys a completion writes: the state key, then every C-level attribute of asyncio's
+    Future and Task but ``_callbacks`` (code reading ``f._result`` or ``t._fut_waiter``
+    names one of them; the completion is the one change of them no step records otherwise)."""
+    names = {
+        name
+        for cls in (_CFuture, _CTask)
+        for name, attr in vars(cls).items()
+        if isinstance(attr, (types.GetSetDescriptorType, types.MemberDescriptorType))
+    }
+    return (_STATE, *sorted(names - {_CALLBACKS}))
+
+
+_STATE, _CALLBACKS = "<state>", "_callbacks"
 
 
 class RecordingFuture(_CFuture):  # type: ignore[misc, valid-type]
     """asyncio's Future whose state changes and observations are accesses.
 
     The C Future calls no Python-level method of its own, so every observation and change
-    made through its methods is here; `await` reads the future (whether it is done decides
-    whether the awaiting step suspends), and the C Task's wake-up of a future that is not of
-    the exact C type calls its result(), a read.  Each method records, then calls the C
-    Future's (ext/recording.c; the creation is recorded once the future exists); the methods
-    it shares with RecordingTask are set from _SHARED_METHODS."""
+    made through its methods is here, and the C Task's wake-up of a future that is not of the
+    exact C type calls its result(), a read.  Each method records, then calls the C Future's
+    (ext/recording.c; the creation is recorded once the future exists); the methods it shares
+    with RecordingTask are set from _SHARED_METHODS.  Observations of its state (``done()``,
+    ``result()``, ``exception()``, ``cancelled()``, an ``await`` of a done future) read the
+    state key.  Changes write the whole future, except for two, recorded by what they did:
+
+    * the completion (set_result, set_exception, a cancel of a pending future, a task's step
+      that finishes it: ext/loop.c) writes the state keys (_future_keys: the state key and
+      what ``f._result``, ``t._fut_waiter``, ... name) and the callbacks (``_callbacks``);
+    * an ``await`` that finds the future pending, and the registration of the awaiting task's
+      wake-up that follows it in the same step, are one add to the callbacks (a pending
+      await without that registration writes the whole future at the step's end: it saw the
+      state, and left the future's blocking flag set, which makes the next await of it raise).
+
+    So two tasks blocking on one future commute: swapped, each still blocks, and their
+    wake-ups are actors of their own whose order the explorer chooses, so the registrations'
+    order decides nothing (code reading ``f._callbacks`` conflicts with the adds).  A task's
+    own steps read only its state key, so its steps before the completion do not order
+    themselves with the registrations either.  N awaiters of one task take 2^N executions
+    (each blocks before the completion or passes after it), not N! times that.  A blocking
+    await stays ordered with the completion that wakes it (as an Event's wait with its set:
+    _event_wrapper): treating the two as independent made DPOR swap them in its wakeup
+    sequences, which turns the blocking await into a passing one, and a sequence then
+    prescribed the task's next step while it was blocked on another future (a divergence,
+    under --jobs); recording the pair as ordered but never reversed hid the races of the
+    steps it ordered (outcomes were lost).  tests: test_dpor_futures.py compares DPOR with
+    brute force on generated programs of shared futures and tasks."""
 
     __init__ = _M(_CFuture.__init__, W | CREATED, _F["create"], _core.RECORD_AFTER)
-    set_result = _M(_CFuture.set_result, W, _F["set_result"])
-    set_exception = _M(_CFuture.set_exception, W, _F["set_exception"])
+    set_result = _M(_CFuture.set_result, W, _F["set_result"], _core.COMPLETES)
+    set_exception = _M(_CFuture.set_exception, W, _F["set_exception"], _core.COMPLETES)
+    cancel = _M(_CFuture.cancel, W, _F["cancel"], _core.COMPLETES)
 
 
 class RecordingTask(_CTask):  # type: ignore[misc, valid-type]
     """asyncio's C Task, recorded like :class:`RecordingFuture`.  Its steps, its wake-ups and
     its completion run inside the C Task, where no Python method sees them: the loop core
-    records them for every task step (ext/loop.c, explorer_step: a read of the task when the
-    step begins, a write when the step completes it).  A task made while ``tracker`` is a
+    records them for every task step (ext/loop.c, explorer_step: a read of the task's state
+    key when the step begins, its completion when the step completes it).  A task made while ``tracker`` is a
     list is appended to it."""
 
     __init__ = _M(
         _CTask.__init__, W | CREATED, _T["create"], _core.RECORD_AFTER | _core.TRACK, globals()
     )
+    cancel = _M(_CTask.cancel, W, _T["cancel"])
 
 
 _record_shared_methods(RecordingFuture, _CFuture, _F)
 _record_shared_methods(RecordingTask, _CTask, _T)
+_core.set_future_keys(_future_keys(), _CALLBACKS)
