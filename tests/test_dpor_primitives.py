@@ -325,16 +325,15 @@ async def main(box):
 def test_calling_a_primitives_method_is_not_a_write_at_the_call_site() -> None:
     """`ev.wait()` called from user code: the wrapper records the event's state itself, so
     the call site records only the attribute lookup, not a write of the whole event that
-    would order the two waits (the call-site writes made eight executions).  And a wait that
-    blocks does not order the set that wakes it (capture/sync.py, _event_wrapper): one
-    execution, where recording a blocked wait as a read of the whole event took four, one per
-    choice of each waiter between waiting before the set and finding it set (2^N for N
-    waiters)."""
+    would order the two waits (the call-site writes made eight executions).  Four: each
+    waiter blocks before the set or finds it set after it (a blocking wait is ordered with
+    the set that wakes it: capture/sync.py, _event_wrapper), and the two waiters do not order
+    each other."""
     seen = _reached(EVENT_HANDOFF)
     assert seen["dpor"] == seen["exhaustive"] == {("ok", None, (42, 42, None))}
     res = _executions(EVENT_HANDOFF, "dpor")
     assert res.complete
-    assert res.executions == 1
+    assert res.executions == 4
 
 
 # ------------------------------------------------------------------ generated programs
