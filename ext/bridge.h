@@ -101,7 +101,8 @@ int cs_loop_future_is_done(PyObject *future);
 /* recording.c: the end of a step's run (loop.c, explorer_step, before the step's own records
  * of its task): the awaits of the step that found a future pending and were not a task's
  * blocking await (no registration of its wake-up followed) are recorded as writes of the whole
- * future when `record` (they saw its state and left its blocking flag set), and forgotten.  0, or -1 with an exception. */
+ * future when `record` (they saw its state and left its blocking flag set), and forgotten.
+ * 0, or -1 with an exception. */
 int cs_recording_step_end(int record);
 /* recording.c: is `f` a RecordingMethod (which records its call's access itself)? */
 int cs_recording_is_method(PyObject *f);

@@ -1022,10 +1022,16 @@ static PyObject *holder_of(PyObject *obj) {
     return obj;
 }
 
-int cs_hooks_record_at(PyObject *obj, int kind, PyObject *site) {
+/* An access of (obj, key) at a site, unless nothing records (no explorer, or a plain read
+ * while cs_hooks_quiet_reads). */
+static int record_hashed(PyObject *obj, uint64_t key, int kind, PyObject *site) {
     if (!hooks_ex) return 0;
     if (cs_hooks_quiet_reads && kind == CS_READ) return 0;
-    return record(holder_of(obj), CS_KEY_WHOLE, kind, site, NULL, NULL);
+    return record(holder_of(obj), key, kind, site, NULL, NULL);
+}
+
+int cs_hooks_record_at(PyObject *obj, int kind, PyObject *site) {
+    return record_hashed(obj, CS_KEY_WHOLE, kind, site);
 }
 
 /* The keys of a future's state (set_future_keys): state_keys[0] is the state key proper,
@@ -1035,12 +1041,6 @@ int cs_hooks_record_at(PyObject *obj, int kind, PyObject *site) {
 static uint64_t *state_keys;
 static size_t n_state_keys;
 static uint64_t callbacks_key;
-
-static int record_hashed(PyObject *obj, uint64_t key, int kind, PyObject *site) {
-    if (!hooks_ex) return 0;
-    if (cs_hooks_quiet_reads && kind == CS_READ) return 0;
-    return record(holder_of(obj), key, kind, site, NULL, NULL);
-}
 
 int cs_hooks_record_completion(PyObject *fut, PyObject *site) {
     if (!hooks_ex) return 0;
@@ -1061,7 +1061,8 @@ int cs_hooks_record_state_read(PyObject *fut, PyObject *site) {
 }
 
 int cs_hooks_record_task(PyObject *task, int kind) {
-    if ((kind & CS_KIND_MASK) != CS_READ) return cs_hooks_record_completion(task, task_complete_site);
+    if ((kind & CS_KIND_MASK) != CS_READ)
+        return cs_hooks_record_completion(task, task_complete_site);
     return cs_hooks_record_state_read(task, task_step_site);
 }
 
@@ -3240,7 +3241,7 @@ static PyMethodDef hook_methods[] = {
     FAST("set_future_keys", h_set_future_keys,
          "set_future_keys(state, callbacks): the attribute names a future's completion writes "
          "(the state key first, which a task's step reads) and the one its callbacks are "
-         "under (a completion and a task's registered wake-up add to it)."),
+         "under (a completion writes it, a task's registered wake-up adds to it)."),
     {"hooks_active", h_active, METH_NOARGS, "True while an explorer is attached to the hooks."},
     {"hooks_reset", h_reset, METH_NOARGS, "Forget every name; release the objects held."},
     {"hooks_keeper_young", h_keeper_young, METH_NOARGS,

@@ -1402,8 +1402,8 @@ static int purge_cancelled(LoopCoreObject *self) {
 }
 
 /* Is the future done?  By its _state (both asyncio futures have one), which records nothing
- * (a recording future's done() reads it as a whole, which would order the callbacks that
- * only add); by done() otherwise. */
+ * (a recording future's done() records a read of its state, which the caller's own records
+ * stand for); by done() otherwise. */
 int cs_loop_future_is_done(PyObject *future) {
     if (future_done && PyObject_TypeCheck(future, (PyTypeObject *)future_type)) {
         /* asyncio's C Future (a C Task, a recording one): its own done(), unbound (the

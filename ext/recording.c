@@ -42,8 +42,8 @@
  * With no explorer attached (or no open step) the record returns at once, so
  * the call is the base method's.  While quiet (quiet_futures(True)), no
  * RecordingMethod records: the caller records the operation those calls are
- * part of (capture/sync.py: Event.set, whose waiters' futures it completes).  The object is a method descriptor
- * (Py_TPFLAGS_METHOD_DESCRIPTOR): `obj.m(...)` calls it with obj first, no
+ * part of (capture/sync.py: Event.set, whose waiters' futures it completes).  The object
+ * is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR): `obj.m(...)` calls it with obj first, no
  * bound method made; looked up on a class it is itself; on an instance, a
  * bound method.  The C Task calls its futures' methods by name
  * (add_done_callback, result, cancel), which find these.
@@ -88,7 +88,7 @@ static PyObject *pending_awaits;
 
 static int step_open(void) {
     cs_actor a;
-    return cs_hooks_get_explorer() != NULL && cs_loop_running_actor(&a);
+    return cs_loop_running_actor(&a);
 }
 
 static int awaited(RecordingMethod *m, PyObject *fut) {
@@ -149,8 +149,10 @@ static PyObject *rm_vectorcall(PyObject *callable, PyObject *const *args, size_t
         return NULL;
     }
     PyObject *self = args[0];
+    /* nothing records without an explorer: skip the done() checks and the bookkeeping */
+    int recording = !quiet && cs_hooks_get_explorer() != NULL;
     int was_done = 0;
-    if (quiet || (m->flags & RECORD_AFTER)) {
+    if (!recording || (m->flags & RECORD_AFTER)) {
     } else if (m->flags & AWAITS) {
         if (awaited(m, self) < 0) return NULL;
     } else if (m->flags & REGISTERS) {
@@ -163,7 +165,7 @@ static PyObject *rm_vectorcall(PyObject *callable, PyObject *const *args, size_t
         return NULL;
     }
     PyObject *out = PyObject_Vectorcall(m->base, args, nargsf, kwnames);
-    if ((m->flags & COMPLETES) && !quiet) {
+    if ((m->flags & COMPLETES) && recording) {
         if (!out) {
             /* it raised (set_result of a done future): a write of the whole future */
             PyObject *et, *ev, *tb;
@@ -187,7 +189,8 @@ static PyObject *rm_vectorcall(PyObject *callable, PyObject *const *args, size_t
         }
     }
     if (!out) return NULL;
-    if ((m->flags & RECORD_AFTER) && !quiet && cs_hooks_record_at(self, m->kind, m->site) < 0) {
+    if ((m->flags & RECORD_AFTER) && recording &&
+        cs_hooks_record_at(self, m->kind, m->site) < 0) {
         Py_DECREF(out);
         return NULL;
     }

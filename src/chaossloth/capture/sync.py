@@ -381,12 +381,12 @@ def _event_wrapper(cls: type, name: str, orig: Any) -> Any:
     So two waits, blocking or passing, do not order each other: swapped, each does what it
     did (a blocking wait still blocks, its wake-up an actor of its own).  A blocking wait and
     the set that wakes it are ordered (the wait's add to the waiters, the set's write of
-    them): swapped, the wait would pass at once.  Recorded as independent, on the argument that the
-    blocking order covers the passing one (the blocking step runs the code before the wait,
-    the woken step the code after it), they were unsafe although that argument holds for
-    outcomes: DPOR's wakeup sequences swap independent steps, and a sequence built where a wait blocked
-    then prescribed its task's next step where the swap had made the wait pass (a divergence,
-    found under --jobs on generated programs).  The clear() between a set and a waiter's next
+    them): swapped, the wait would pass at once.  Recorded as independent, on the argument
+    that the blocking order covers the passing one (the blocking step runs the code before
+    the wait, the woken step the code after it), they were unsafe although that argument
+    holds for outcomes: DPOR's wakeup sequences swap independent steps, and a sequence built
+    where a wait blocked then prescribed its task's next step where the swap had made the
+    wait pass (a divergence, found under --jobs on generated programs).  The clear() between a set and a waiter's next
     step is what the cleared key orders: a waiter woken by the set goes on, one that had not
     blocked yet blocks.  A set also reads each waiting task (a quiet set reaches it through
     its future): a cancel() of the task before the set makes the wait raise, after the set it
@@ -760,8 +760,8 @@ class RecordingTask(_CTask):  # type: ignore[misc, valid-type]
     """asyncio's C Task, recorded like :class:`RecordingFuture`.  Its steps, its wake-ups and
     its completion run inside the C Task, where no Python method sees them: the loop core
     records them for every task step (ext/loop.c, explorer_step: a read of the task's state
-    key when the step begins, its completion when the step completes it).  A task made while ``tracker`` is a
-    list is appended to it."""
+    key when the step begins, its completion when the step completes it).  A task made while
+    ``tracker`` is a list is appended to it."""
 
     __init__ = _M(
         _CTask.__init__, W | CREATED, _T["create"], _core.RECORD_AFTER | _core.TRACK, globals()
