@@ -12,6 +12,8 @@ Workloads (real asyncio code, loaded through the capture instrumentation):
              appends and notifies, each taking one
   awaiters   four tasks awaiting one shared task (an in-flight request's result), which
              sleeps once and stores before it returns
+  lock       four jobs behind one ``asyncio.Lock``, each a read, an ``await asyncio.sleep(0)``
+             and a write of one shared counter inside it
 
 Per workload: DPOR's executions (and whether it completed), brute force's (the ``exhaustive``
 strategy: every schedule), and the model's distinct orders.  Each exploration is capped at
@@ -33,7 +35,9 @@ implementation has states the model has not: a waiting acquire or get is a step 
 ordered with the set that wakes it (capture/sync.py, _event_wrapper), and a task's blocking
 await of a shared task with its completion (RecordingFuture), so each waiter blocks before it
 or passes after it: 2^N executions where the model, whose blocked operations are disabled,
-has 1 (the waiters do not order each other).  Issue 14's goal: DPOR
+has 1 (the waiters do not order each other).  A Lock's contended acquire is the same case: it
+blocks before the release that lets it in or passes after it, and its operations are writes of
+the whole lock, so four jobs take 23 times the model's 4! orders.  Issue 14's goal: DPOR
 within 2x of it.  Usage:
     python bench/dpor_asyncio.py [--budget N]
 """
@@ -145,6 +149,20 @@ async def awaiters():
     request = asyncio.ensure_future(fetch(s))
     got = await asyncio.gather(*[await_shared(request) for _ in range(4)])
     assert got == [42] * 4
+
+
+async def lock_job(s, lock):
+    async with lock:
+        x = s.n
+        await asyncio.sleep(0)
+        s.n = x + 1
+
+
+async def lock():
+    s = Shared()
+    lk = asyncio.Lock()
+    await asyncio.gather(*[lock_job(s, lk) for _ in range(4)])
+    assert s.n == 4
 """
 
 # ------------------------------------------------------------------ the primitive-level model
@@ -281,12 +299,23 @@ def model_awaiters() -> tuple[dict[str, int], list[list[Op]]]:
     return {"done": 0}, [fetch] + [[wait] for _ in range(4)]
 
 
+def model_lock() -> tuple[dict[str, int], list[list[Op]]]:
+    # acquire (blocked while held) with the read in its step, then the write and the release
+    # in the step after the sleep
+    job = [
+        op(writes=("lock", "n"), guard=_positive("free"), effect=_add("free", -1)),
+        op(writes=("n", "lock"), effect=_add("free", 1)),
+    ]
+    return {"free": 1}, [list(job) for _ in range(4)]
+
+
 MODELS: dict[str, Callable[[], tuple[dict[str, int], list[list[Op]]]]] = {
     "semaphore": model_semaphore,
     "pipeline": model_pipeline,
     "event": model_event,
     "condition": model_condition,
     "awaiters": model_awaiters,
+    "lock": model_lock,
 }
 
 
