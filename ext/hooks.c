@@ -38,6 +38,8 @@
  *                 CS_KEY_WHOLE (a user __hash__ is never called)
  *   global name   (globals, hash(name))
  *   closure cell  (cell, CELL_KEY)
+ *   key order     (dict or namespace holder, ORDER_KEY): written by an
+ *                 insertion (see "insertion order")
  *   whole object  (obj, CS_KEY_WHOLE)
  *
  * Invariant: an id never names two objects within one execution, and the
@@ -1137,6 +1139,92 @@ static int record_item(PyObject *obj, PyObject *k, int kind, PyObject *site, pat
     return 0;
 }
 
+/* ------------------------------------------------- insertion order
+ *
+ * A dict iterates in insertion order, and so do the namespaces kept in dicts:
+ * an instance's attributes, a class's, a module's globals.  Two steps that
+ * insert different keys commute in content but not in order: list(d),
+ * next(iter(d)), popitem() and vars(obj) tell the two orders apart.  So an
+ * insertion of a key that was absent also writes the holder's ORDER_KEY:
+ * insertions order each other, and a whole read (an iteration) conflicts with
+ * it as with every key write.  An update of a present key leaves the order as
+ * it was, and a deletion keeps the relative order of the keys that stay: they
+ * write their key only (deleting a key and storing it again is an insertion,
+ * seen when the store runs).  Where a hook cannot tell an insertion from an
+ * update it records the insertion. */
+#define ORDER_KEY ((uint64_t)0x6f72646572ULL) /* "order": any fixed non-WHOLE key */
+
+static int record_insertion(PyObject *holder, PyObject *site) {
+    return record(holder, ORDER_KEY, KIND_WRITE, site, NULL, NULL);
+}
+
+/* 1 if storing d[k] inserts k (a dict, or a subclass: its entries are the
+ * dict's), 0 if not, -1 on error.  Called only for keys of safe types (their
+ * hash and equality run no user code). */
+static int dict_lacks(PyObject *d, PyObject *k) {
+    if (!PyDict_Check(d)) return 0;
+    int c = PyDict_Contains(d, k);
+    return c < 0 ? -1 : !c;
+}
+
+/* 1 if `obj.name = value` may insert `name` into a namespace dict, 0 if it
+ * surely does not, -1 on error. */
+static int attr_inserts(PyObject *obj, PyObject *name) {
+    if (PyModule_Check(obj)) return dict_lacks(PyModule_GetDict(obj), name);
+    if (PyType_Check(obj)) {
+        PyObject *d = ((PyTypeObject *)obj)->tp_dict;
+        return d ? dict_lacks(d, name) : 0;
+    }
+    PyTypeObject *t = Py_TYPE(obj);
+    /* a __setattr__ of its own runs instrumented code (recording what it
+     * does) or is a C type's, which keeps no namespace dict of the object */
+    if (t->tp_setattro != PyObject_GenericSetAttr || !PyUnicode_Check(name)) return 0;
+    PyObject *descr = cs_compat_type_lookup(t, name); /* borrowed */
+    if (descr && Py_TYPE(descr)->tp_descr_set) return 0; /* a data descriptor stores it */
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    int has_dict = t->tp_dictoffset != 0 || (t->tp_flags & Py_TPFLAGS_MANAGED_DICT);
+#else
+    int has_dict = t->tp_dictoffset != 0;
+#endif
+    if (!has_dict) return 0;
+    if (!descr) {
+        /* nothing on the class: the instance's own value, found without
+         * materializing its dict */
+        PyObject *v = _PyObject_GenericGetAttrWithDict(obj, name, NULL, 1);
+        if (v) {
+            Py_DECREF(v);
+            return 0;
+        }
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    /* a class-level default: only the instance dict says whether it is shadowed */
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return 1;
+    }
+    int lacks = dict_lacks(d, name);
+    Py_DECREF(d);
+    return lacks;
+}
+
+/* 1 if `name`, just stored in the dict `g`, may have been inserted: an
+ * insertion appends, so a key that is not the last one was updated in place;
+ * the last one may be either (0 if not, -1 on error). */
+static int stored_last(PyObject *g, PyObject *name) {
+    PyObject *it = PyObject_CallMethod(g, "__reversed__", NULL);
+    if (!it) return -1;
+    PyObject *last = PyIter_Next(it);
+    Py_DECREF(it);
+    if (!last) return PyErr_Occurred() ? -1 : 0;
+    /* a key of another type would compare by its own __eq__: taken as inserted */
+    int same = last == name || !PyUnicode_CheckExact(last)
+                   ? 1
+                   : PyObject_RichCompareBool(last, name, Py_EQ);
+    Py_DECREF(last);
+    return same;
+}
+
 int cs_hooks_record_key(PyObject *obj, PyObject *key, int kind) {
     if (!hooks_ex) return 0;
     return record_item(obj, key, kind, NULL, NULL);
@@ -1556,6 +1644,8 @@ static PyObject *h_sa(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
         path p;
         if (record_attr(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
         if (name_value(a[0], p.cid, p.key) < 0) return NULL;
+        int inserts = attr_inserts(a[1], a[2]);
+        if (inserts < 0 || (inserts && record_insertion(holder_of(a[1]), a[3]) < 0)) return NULL;
         int whole = stores_whole(a[1], a[2]);
         if (whole < 0 ||
             (whole && record(holder_of(a[1]), CS_KEY_WHOLE, KIND_WRITE, a[3], NULL, NULL) < 0))
@@ -1590,7 +1680,22 @@ static PyObject *h_gi(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     if (!hooks_ex) return PyObject_GetItem(a[0], a[1]);
     path p;
     if (record_item(a[0], a[1], KIND_READ, a[2], &p) < 0) return NULL;
-    return named(PyObject_GetItem(a[0], a[1]), &p);
+    /* a dict subclass's __missing__ may insert the key it did not find
+     * (defaultdict): then the lookup wrote the key and the order */
+    int lacked = 0;
+    if (p.key != CS_KEY_WHOLE && PyDict_Check(a[0]) && !PyDict_CheckExact(a[0]) &&
+        (lacked = dict_lacks(a[0], a[1])) < 0)
+        return NULL;
+    PyObject *r = PyObject_GetItem(a[0], a[1]);
+    if (r && lacked) {
+        int now = PyDict_Contains(a[0], a[1]);
+        if (now < 0 || (now && (record_item(a[0], a[1], KIND_WRITE, a[2], NULL) < 0 ||
+                                record_insertion(a[0], a[2]) < 0))) {
+            Py_DECREF(r);
+            return NULL;
+        }
+    }
+    return named(r, &p);
 }
 
 /* si(value, obj, key, site): obj[key] = value */
@@ -1600,6 +1705,8 @@ static PyObject *h_si(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     if (hooks_ex) {
         path p;
         if (record_item(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
+        int inserts = p.key == CS_KEY_WHOLE ? 0 : dict_lacks(a[1], a[2]);
+        if (inserts < 0 || (inserts && record_insertion(a[1], a[3]) < 0)) return NULL;
         if (name_value(a[0], p.cid, p.key) < 0) return NULL;
         if (watch_entry(a[1], a[2], a[0]) < 0) return NULL;
         if (replaced_item(a[1], a[2], p.key, &old) < 0) return NULL;
@@ -1718,6 +1825,8 @@ static PyObject *h_ck(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     }
     PyObject *f = a[0];
     path p = {0, CS_KEY_WHOLE};
+    PyObject *dict = NULL; /* borrowed: an exact dict the call may insert a[3] into */
+    int lacked = 0;
     if (hooks_ex) {
         long kind = PyLong_AsLong(a[1]);
         if (kind == -1 && PyErr_Occurred()) return NULL;
@@ -1725,16 +1834,30 @@ static PyObject *h_ck(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
         int rc = 0;
         if (PyCFunction_Check(f)) {
             PyObject *self = PyCFunction_GET_SELF(f);
-            if (self && PyDict_CheckExact(self))
+            if (self && PyDict_CheckExact(self)) {
                 rc = record_item(self, a[3], k, a[2], &p);
-            else if (self && !PyModule_Check(self))
+                /* setdefault may insert: seen once it ran */
+                if (rc == 0 && k == KIND_WRITE && p.key != CS_KEY_WHOLE) {
+                    lacked = dict_lacks(self, a[3]);
+                    if (lacked < 0) return NULL;
+                    if (lacked) dict = self;
+                }
+            } else if (self && !PyModule_Check(self)) {
                 rc = record(self, CS_KEY_WHOLE, k, a[2], NULL, NULL);
+            }
         } else if (PyMethod_Check(f) && !is_instrumented_callable(f)) {
             rc = record(PyMethod_GET_SELF(f), CS_KEY_WHOLE, KIND_WRITE, a[2], NULL, NULL);
         }
         if (rc < 0) return NULL;
     }
     PyObject *r = PyObject_Vectorcall(f, a + 3, (size_t)(nargs - 3), NULL);
+    if (r && dict) {
+        int now = PyDict_Contains(dict, a[3]);
+        if (now < 0 || (now && record_insertion(dict, a[2]) < 0)) {
+            Py_DECREF(r);
+            return NULL;
+        }
+    }
     return p.key == CS_KEY_WHOLE ? r : named(r, &p);
 }
 
@@ -1781,6 +1904,10 @@ static PyObject *h_gw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     if (hooks_ex) {
         PyObject *g = PyEval_GetGlobals();
         if (g && record_attr(g, a[0], KIND_WRITE, a[1], NULL) < 0) return NULL;
+        /* a store (the name is there now) that may have inserted it */
+        int stored = g ? PyDict_Contains(g, a[0]) : 0;
+        int inserted = stored == 1 ? stored_last(g, a[0]) : stored;
+        if (inserted < 0 || (inserted && record_insertion(holder_of(g), a[1]) < 0)) return NULL;
     }
     Py_RETURN_NONE;
 }
@@ -3290,10 +3417,16 @@ int cs_register_hooks(PyObject *module) {
         PyObject_GC_Track(keeper);
     }
     /* READ / WRITE / KEY_WHOLE come from explorer.c (same values as kinds 1 / 2). */
-    PyObject *cell = PyLong_FromUnsignedLongLong(CELL_KEY);
-    if (!cell || PyModule_AddObject(module, "CELL_KEY", cell) < 0) {
-        Py_XDECREF(cell);
-        return -1;
+    static const struct {
+        const char *name;
+        uint64_t key;
+    } keys[] = {{"CELL_KEY", CELL_KEY}, {"ORDER_KEY", ORDER_KEY}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        PyObject *k = PyLong_FromUnsignedLongLong(keys[i].key);
+        if (!k || PyModule_AddObject(module, keys[i].name, k) < 0) {
+            Py_XDECREF(k);
+            return -1;
+        }
     }
     if (PyType_Ready(&IterProxy_Type) < 0 || PyType_Ready(&AIterProxy_Type) < 0 ||
         PyType_Ready(&CallProxy_Type) < 0 || PyType_Ready(&AwaitProxy_Type) < 0 ||

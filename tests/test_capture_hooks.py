@@ -74,15 +74,24 @@ def test_attribute_and_subscript_resources() -> None:
         _core.ga(o, "x", 8)
         _core.si(2, d, ("k", 1), 9)
         _core.gi(d, ("k", 1), 10)
-        _core.di(d, ("k", 1), 11)
+        _core.sa(3, o, "x", 11)
+        _core.si(4, d, ("k", 1), 12)
+        _core.di(d, ("k", 1), 13)
 
     _, acc = recorded(body, o, d)
+    order = _core.ORDER_KEY
+    # the first stores insert x and ("k", 1): writes of the holders' insertion order too;
+    # the second ones update in place, and the deletion keeps the others' order
     assert acc == [
         (cid(o), h("x"), W, 7),
+        (cid(o), order, W, 7),
         (cid(o), h("x"), R, 8),
         (cid(d), h(("k", 1)), W, 9),
+        (cid(d), order, W, 9),
         (cid(d), h(("k", 1)), R, 10),
-        (cid(d), h(("k", 1)), W, 11),
+        (cid(o), h("x"), W, 11),
+        (cid(d), h(("k", 1)), W, 12),
+        (cid(d), h(("k", 1)), W, 13),
     ]
     assert cid(o) != cid(d)
 

@@ -16,13 +16,13 @@ DPOR must need fewer executions than brute force.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_share import outcomes
 
 from chaossloth import runner, scenario
 
@@ -257,41 +257,24 @@ def share_at_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+def _observe(r: runner.ExecutionResult, box: dict[str, Any]) -> Any:
+    failure = (r.failure.kind, r.failure.type_name) if r.failure else None
+    return (r.outcome, failure, box.get("final"))
+
+
 def _explore(
     main: Callable[[dict[str, Any]], Any], strategy: str, jobs: int
 ) -> tuple[set[str], runner.ExplorationResult]:
     """(every outcome reached, as text written by whichever process ran it; the result)."""
-    fd, name = tempfile.mkstemp(prefix="chaossloth-services-", suffix=".txt")
-    os.close(fd)
-    holder: list[dict[str, Any]] = [{}]
 
-    def factory() -> Any:
-        holder[0] = {}
-        return main(holder[0])
+    def factory_of(holder: list[Any]) -> Callable[[], Any]:
+        def factory() -> Any:
+            holder[0] = {}
+            return main(holder[0])
 
-    def on_execution(r: runner.ExecutionResult) -> None:
-        if r.outcome == runner.ABORTED:
-            return
-        failure = (r.failure.kind, r.failure.type_name) if r.failure else None
-        with open(name, "a", encoding="utf-8") as f:
-            f.write(repr((r.outcome, failure, holder[0].get("final"))) + "\n")
+        return factory
 
-    try:
-        res = runner.explore(
-            factory,
-            strategy=strategy,
-            stop_on_failure=False,
-            detail_failure=False,
-            on_execution=on_execution,
-            max_steps=2000,
-            max_executions=40_000,
-            jobs=jobs,
-        )
-        with open(name, encoding="utf-8") as f:
-            seen = {line.strip() for line in f if line.strip()}
-    finally:
-        os.unlink(name)
-    return seen, res
+    return outcomes(factory_of, _observe, strategy, jobs, max_executions=40_000)
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

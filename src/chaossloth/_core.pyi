@@ -20,6 +20,8 @@ KEY_WHOLE: Final[int]
 ID_STABLE: Final[int]
 ID_CREATED: Final[int]
 CELL_KEY: Final[int]
+#: the key of a dict's or namespace's insertion order, written by each insertion (ext/hooks.c)
+ORDER_KEY: Final[int]
 OUTCOME_OK: Final[int]
 OUTCOME_FAILED: Final[int]
 OUTCOME_ABORTED: Final[int]
