@@ -1681,16 +1681,16 @@ static PyObject *h_gi(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     path p;
     if (record_item(a[0], a[1], KIND_READ, a[2], &p) < 0) return NULL;
     /* a dict subclass's __missing__ may insert the key it did not find
-     * (defaultdict): then the lookup wrote the key and the order */
-    int lacked = 0;
-    if (p.key != CS_KEY_WHOLE && PyDict_Check(a[0]) && !PyDict_CheckExact(a[0]) &&
-        (lacked = dict_lacks(a[0], a[1])) < 0)
-        return NULL;
+     * (defaultdict, in C: nothing else records it): a lookup that grew the
+     * dict wrote the key and the order (the whole dict, for a key of an
+     * unsafe type) */
+    Py_ssize_t size = PyDict_Check(a[0]) && !PyDict_CheckExact(a[0]) ? PyDict_Size(a[0]) : -1;
     PyObject *r = PyObject_GetItem(a[0], a[1]);
-    if (r && lacked) {
-        int now = PyDict_Contains(a[0], a[1]);
-        if (now < 0 || (now && (record_item(a[0], a[1], KIND_WRITE, a[2], NULL) < 0 ||
-                                record_insertion(a[0], a[2]) < 0))) {
+    if (r && size >= 0 && PyDict_Size(a[0]) > size) {
+        int rc = p.key == CS_KEY_WHOLE
+                     ? record(a[0], CS_KEY_WHOLE, KIND_WRITE, a[2], NULL, NULL)
+                     : record_item(a[0], a[1], KIND_WRITE, a[2], NULL);
+        if (rc < 0 || record_insertion(a[0], a[2]) < 0) {
             Py_DECREF(r);
             return NULL;
         }

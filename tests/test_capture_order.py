@@ -59,6 +59,16 @@ CASES: dict[str, tuple[str, str, str, int]] = {
         "tuple(s)",
         2,
     ),
+    "defaultdict lookup, object keys": (
+        (
+            "class Key:\n    def __init__(self, n):\n        self.n = n\n\n"
+            "KEYS = {'a': Key('a'), 'b': Key('b')}\n\n"
+            "def make(): return collections.defaultdict(int)"
+        ),
+        "    s[KEYS[k]]",
+        "tuple(key.n for key in s)",
+        2,
+    ),
     "Counter increment": (
         "def make(): return collections.Counter()",
         "    s[k] += 1",
