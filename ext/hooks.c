@@ -1167,6 +1167,15 @@ static int dict_lacks(PyObject *d, PyObject *k) {
     return c < 0 ? -1 : !c;
 }
 
+/* Do instances of t have a __dict__ (an offset, or a dict CPython manages)? */
+static int type_has_dict(PyTypeObject *t) {
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    return t->tp_dictoffset != 0 || (t->tp_flags & Py_TPFLAGS_MANAGED_DICT);
+#else
+    return t->tp_dictoffset != 0;
+#endif
+}
+
 /* 1 if `obj.name = value` may insert `name` into a namespace dict, 0 if it
  * surely does not, -1 on error. */
 static int attr_inserts(PyObject *obj, PyObject *name) {
@@ -1181,12 +1190,7 @@ static int attr_inserts(PyObject *obj, PyObject *name) {
     if (t->tp_setattro != PyObject_GenericSetAttr || !PyUnicode_Check(name)) return 0;
     PyObject *descr = cs_compat_type_lookup(t, name); /* borrowed */
     if (descr && Py_TYPE(descr)->tp_descr_set) return 0; /* a data descriptor stores it */
-#ifdef Py_TPFLAGS_MANAGED_DICT
-    int has_dict = t->tp_dictoffset != 0 || (t->tp_flags & Py_TPFLAGS_MANAGED_DICT);
-#else
-    int has_dict = t->tp_dictoffset != 0;
-#endif
-    if (!has_dict) return 0;
+    if (!type_has_dict(t)) return 0;
     if (!descr) {
         /* nothing on the class: the instance's own value, found without
          * materializing its dict */
@@ -1405,13 +1409,7 @@ typedef struct {
 static int walk_obj(walk_t *w, PyObject *o, int depth);
 
 static int walk_dict_of(walk_t *w, PyObject *o, int depth) {
-    PyTypeObject *t = Py_TYPE(o);
-#ifdef Py_TPFLAGS_MANAGED_DICT
-    int has_dict = t->tp_dictoffset != 0 || (t->tp_flags & Py_TPFLAGS_MANAGED_DICT);
-#else
-    int has_dict = t->tp_dictoffset != 0;
-#endif
-    if (!has_dict) return 0;
+    if (!type_has_dict(Py_TYPE(o))) return 0;
     PyObject *d = PyObject_GenericGetDict(o, NULL);
     if (!d) {
         PyErr_Clear();
@@ -1825,8 +1823,8 @@ static PyObject *h_ck(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     }
     PyObject *f = a[0];
     path p = {0, CS_KEY_WHOLE};
-    PyObject *dict = NULL; /* borrowed: an exact dict the call may insert a[3] into */
-    int lacked = 0;
+    PyObject *dict = NULL; /* borrowed: an exact dict the call may insert into */
+    Py_ssize_t size = 0;   /* its size before the call */
     if (hooks_ex) {
         long kind = PyLong_AsLong(a[1]);
         if (kind == -1 && PyErr_Occurred()) return NULL;
@@ -1836,11 +1834,10 @@ static PyObject *h_ck(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
             PyObject *self = PyCFunction_GET_SELF(f);
             if (self && PyDict_CheckExact(self)) {
                 rc = record_item(self, a[3], k, a[2], &p);
-                /* setdefault may insert: seen once it ran */
-                if (rc == 0 && k == KIND_WRITE && p.key != CS_KEY_WHOLE) {
-                    lacked = dict_lacks(self, a[3]);
-                    if (lacked < 0) return NULL;
-                    if (lacked) dict = self;
+                /* setdefault may insert: a call that grew the dict did */
+                if (k == KIND_WRITE) {
+                    dict = self;
+                    size = PyDict_Size(self);
                 }
             } else if (self && !PyModule_Check(self)) {
                 rc = record(self, CS_KEY_WHOLE, k, a[2], NULL, NULL);
@@ -1851,12 +1848,9 @@ static PyObject *h_ck(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
         if (rc < 0) return NULL;
     }
     PyObject *r = PyObject_Vectorcall(f, a + 3, (size_t)(nargs - 3), NULL);
-    if (r && dict) {
-        int now = PyDict_Contains(dict, a[3]);
-        if (now < 0 || (now && record_insertion(dict, a[2]) < 0)) {
-            Py_DECREF(r);
-            return NULL;
-        }
+    if (r && dict && PyDict_Size(dict) > size && record_insertion(dict, a[2]) < 0) {
+        Py_DECREF(r);
+        return NULL;
     }
     return p.key == CS_KEY_WHOLE ? r : named(r, &p);
 }

@@ -12,14 +12,12 @@ two steps were ordered (2) or independent (1).
 
 from __future__ import annotations
 
-import itertools
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
+from test_loop_model import load
 
-from chaossloth import runner, scenario
+from chaossloth import runner
 
 _TWO_TASKS = """
 import asyncio, collections, json
@@ -146,15 +144,6 @@ async def main(box):
     box["final"] = tuple(k for k in globals() if k in ("ga", "gb", "ea", "eb"))
 """
 
-_DIR = Path(tempfile.mkdtemp(prefix="chaossloth-order-"))
-_COUNTER = itertools.count()
-
-
-def _load(source: str) -> Any:
-    path = _DIR / f"order_{next(_COUNTER)}.py"
-    path.write_text(source)
-    return scenario.load_module(path)
-
 
 def _explore(module: Any, strategy: str, **box_init: Any) -> tuple[set[Any], int]:
     seen: set[Any] = set()
@@ -181,7 +170,7 @@ def _explore(module: Any, strategy: str, **box_init: Any) -> tuple[set[Any], int
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_insertions_order_each_other_and_updates_do_not(name: str) -> None:
     setup, op, observe, needed = CASES[name]
-    module = _load(_TWO_TASKS.format(setup=setup, op=op, observe=observe))
+    module = load(_TWO_TASKS.format(setup=setup, op=op, observe=observe))
     brute, _ = _explore(module, "exhaustive")
     dpor, executions = _explore(module, "dpor")
     assert dpor == brute
@@ -191,7 +180,7 @@ def test_insertions_order_each_other_and_updates_do_not(name: str) -> None:
 
 @pytest.mark.parametrize(("mode", "needed"), [("insert", 2), ("update", 1)])
 def test_new_globals_order_each_other_and_updates_do_not(mode: str, needed: int) -> None:
-    module = _load(_GLOBALS)
+    module = load(_GLOBALS)
     brute, _ = _explore(module, "exhaustive", mode=mode)
     dpor, executions = _explore(module, "dpor", mode=mode)
     assert dpor == brute
