@@ -760,6 +760,7 @@ static int release_replaced(PyObject *old) {
 static uint64_t hooks_gen; /* bumped at every reset: per-step caches compare it */
 static PyObject *aliases;
 static PyObject *type_kinds; /* type -> classification bits (see type_bits) */
+static PyObject *protocol_kinds; /* type -> opaque-protocol bits (see protocol_bits) */
 
 /* Drops every name, IdRef and held reference.  The tables are detached first:
  * a __del__ run by a release may itself call a hook. */
@@ -782,6 +783,7 @@ static void ids_clear(void) {
     hooks_gen++;
     Py_CLEAR(aliases);
     Py_CLEAR(type_kinds);
+    Py_CLEAR(protocol_kinds);
     /* IdRefs first (dropping one runs no Python code), so that deaths caused
      * by the releases below find no slot of the old tables. */
     for (size_t i = 0; i < cap; i++) Py_XDECREF(slots[i].wr);
@@ -1363,6 +1365,123 @@ static int type_bits(PyTypeObject *t) {
     return bits;
 }
 
+/* ------------------------------------------- opaque item and attribute protocols
+ *
+ * `obj[k]`, `obj[k] = v`, `del obj[k]`, `k in obj` and `obj.name = v` are
+ * recorded as accesses of the key or the attribute: what the builtin
+ * containers' own slots do (dict, list, deque, OrderedDict, ... and their
+ * subclasses that inherit them), and what instrumented dunders do besides
+ * recording for themselves.  A dunder defined by code that does not record
+ * itself -- a library's Python class (weakref.WeakValueDictionary,
+ * collections.UserDict, an LRU cache whose lookup moves the key to the end,
+ * a model whose __setattr__ tracks the fields set), or a C type the hooks do
+ * not know -- may touch anything of its object: an insertion that changes
+ * the iteration order, an eviction of another key, a recency list updated
+ * by a read.  Such an operation is what a call of an uninstrumented method
+ * is (record_callee): a write of the whole object, besides its key. */
+enum {
+    PB_GETITEM = 1,
+    PB_SETITEM = 2,
+    PB_DELITEM = 4,
+    PB_CONTAINS = 8,
+    PB_SETATTR = 16,
+    PB_KNOWN = 32,
+};
+
+static PyTypeObject *odict_type, *defaultdict_type, *counter_type; /* collections' */
+static PyObject *counter_missing; /* collections.Counter.__missing__: returns 0, stores nothing */
+
+static void load_collections_types(void) {
+    if (odict_type) return;
+    PyObject *mod = PyImport_ImportModule("collections");
+    PyObject *od = mod ? PyObject_GetAttrString(mod, "OrderedDict") : NULL;
+    PyObject *dd = od ? PyObject_GetAttrString(mod, "defaultdict") : NULL;
+    PyObject *ct = dd ? PyObject_GetAttrString(mod, "Counter") : NULL;
+    PyObject *miss = ct ? PyObject_GetAttrString(ct, "__missing__") : NULL;
+    Py_XDECREF(mod);
+    if (!miss) {
+        PyErr_Clear();
+        Py_XDECREF(od);
+        Py_XDECREF(dd);
+        Py_XDECREF(ct);
+        return;
+    }
+    /* kept for the process */
+    odict_type = (PyTypeObject *)od;
+    defaultdict_type = (PyTypeObject *)dd;
+    counter_type = (PyTypeObject *)ct;
+    counter_missing = miss;
+}
+
+/* Static types whose item and attribute slots the hooks model exactly. */
+static int modelled_static_type(PyTypeObject *t) {
+    load_collections_types();
+    is_deque(Py_None); /* loads deque_type */
+    return t == &PyDict_Type || t == &PyList_Type || t == &PyTuple_Type ||
+           t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyByteArray_Type ||
+           t == &PyRange_Type || t == &PyMemoryView_Type || t == &PyDictProxy_Type ||
+           t == &PySet_Type || t == &PyFrozenSet_Type ||
+           t == &PyBaseObject_Type || t == &PyType_Type || t == &PyModule_Type ||
+           (deque_type && t == deque_type) || (odict_type && t == odict_type) ||
+           (defaultdict_type && t == defaultdict_type);
+}
+
+/* 1 if the dunder `cname` of t (looked up on the type, as the interpreter's
+ * slots do) is opaque: defined by code that does not record itself. */
+static int opaque_dunder(PyTypeObject *t, const char *cname) {
+    PyObject *name = PyUnicode_InternFromString(cname);
+    if (!name) {
+        PyErr_Clear();
+        return 1;
+    }
+    PyObject *v = cs_compat_type_lookup(t, name); /* borrowed */
+    Py_DECREF(name);
+    if (!v) return 0; /* unsupported: the operation raises, touching nothing */
+    if (PyFunction_Check(v)) return !is_instrumented_callable(v) && v != counter_missing;
+    if (Py_IS_TYPE(v, &PyWrapperDescr_Type) || Py_IS_TYPE(v, &PyMethodDescr_Type)) {
+        PyTypeObject *owner = ((PyDescrObject *)v)->d_type;
+        return !modelled_static_type(owner);
+    }
+    return 1;
+}
+
+static int protocol_bits(PyTypeObject *t) {
+    PyObject *cached =
+        protocol_kinds ? PyDict_GetItemWithError(protocol_kinds, (PyObject *)t) : NULL;
+    if (cached) return (int)PyLong_AsLong(cached);
+    PyErr_Clear();
+    int bits = PB_KNOWN;
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        if (!modelled_static_type(t)) bits |= PB_GETITEM | PB_SETITEM | PB_DELITEM | PB_CONTAINS;
+    } else {
+        if (opaque_dunder(t, "__getitem__")) bits |= PB_GETITEM;
+        /* a dict subclass's lookup of an absent key calls __missing__ */
+        if (PyType_IsSubtype(t, &PyDict_Type) && opaque_dunder(t, "__missing__"))
+            bits |= PB_GETITEM;
+        if (opaque_dunder(t, "__setitem__")) bits |= PB_SETITEM;
+        if (opaque_dunder(t, "__delitem__")) bits |= PB_DELITEM;
+        if (opaque_dunder(t, "__contains__")) bits |= PB_CONTAINS;
+        if (opaque_dunder(t, "__setattr__") || opaque_dunder(t, "__delattr__"))
+            bits |= PB_SETATTR;
+    }
+    if (!protocol_kinds) protocol_kinds = PyDict_New();
+    PyObject *v = PyLong_FromLong(bits);
+    if (!protocol_kinds || !v || PyDict_SetItem(protocol_kinds, (PyObject *)t, v) < 0)
+        PyErr_Clear();
+    Py_XDECREF(v);
+    return bits;
+}
+
+/* Records the whole-object write an opaque protocol operation of obj is
+ * (`bit`: which operation); nothing for an exactly modelled one. */
+static int record_opaque_protocol(PyObject *obj, int bit, PyObject *site) {
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &PyDict_Type || t == &PyList_Type) return 0; /* the common case, at once */
+    if (PyType_Check(obj) || PyModule_Check(obj) || Py_IS_TYPE(obj, &PySuper_Type)) return 0;
+    if (!(protocol_bits(t) & bit)) return 0;
+    return record(holder_of(obj), CS_KEY_WHOLE, KIND_WRITE, site, NULL, NULL);
+}
+
 /* Walks of object graphs (deep reads and writes).  A walk visits each object
  * once (walk_seen, a table reset by bumping walk_cur) and gives up -- by
  * recording the global barrier with the walk's kind, which is coarser than
@@ -1648,6 +1767,7 @@ static PyObject *h_sa(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
         if (whole < 0 ||
             (whole && record(holder_of(a[1]), CS_KEY_WHOLE, KIND_WRITE, a[3], NULL, NULL) < 0))
             return NULL;
+        if (record_opaque_protocol(a[1], PB_SETATTR, a[3]) < 0) return NULL;
         if (replaced_attr(a[1], a[2], &old) < 0) return NULL;
     }
     int rc = PyObject_SetAttr(a[1], a[2], a[0]);
@@ -1665,6 +1785,7 @@ static PyObject *h_da(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
         if (whole < 0 ||
             (whole && record(holder_of(a[0]), CS_KEY_WHOLE, KIND_WRITE, a[2], NULL, NULL) < 0))
             return NULL;
+        if (record_opaque_protocol(a[0], PB_SETATTR, a[2]) < 0) return NULL;
     }
     if (hooks_ex && replaced_attr(a[0], a[1], &old) < 0) return NULL;
     int rc = PyObject_DelAttr(a[0], a[1]);
@@ -1678,6 +1799,7 @@ static PyObject *h_gi(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     if (!hooks_ex) return PyObject_GetItem(a[0], a[1]);
     path p;
     if (record_item(a[0], a[1], KIND_READ, a[2], &p) < 0) return NULL;
+    if (record_opaque_protocol(a[0], PB_GETITEM, a[2]) < 0) return NULL;
     /* a dict subclass's __missing__ may insert the key it did not find
      * (defaultdict, in C: nothing else records it): a lookup that grew the
      * dict wrote the key and the order (the whole dict, for a key of an
@@ -1703,6 +1825,7 @@ static PyObject *h_si(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     if (hooks_ex) {
         path p;
         if (record_item(a[1], a[2], KIND_WRITE, a[3], &p) < 0) return NULL;
+        if (record_opaque_protocol(a[1], PB_SETITEM, a[3]) < 0) return NULL;
         int inserts = p.key == CS_KEY_WHOLE ? 0 : dict_lacks(a[1], a[2]);
         if (inserts < 0 || (inserts && record_insertion(a[1], a[3]) < 0)) return NULL;
         if (name_value(a[0], p.cid, p.key) < 0) return NULL;
@@ -1720,6 +1843,7 @@ static PyObject *h_di(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     PyObject *old = NULL;
     path p;
     if (hooks_ex && (record_item(a[0], a[1], KIND_WRITE, a[2], &p) < 0 ||
+                     record_opaque_protocol(a[0], PB_DELITEM, a[2]) < 0 ||
                      replaced_item(a[0], a[1], p.key, &old) < 0))
         return NULL;
     int rc = PyObject_DelItem(a[0], a[1]);
@@ -1865,6 +1989,7 @@ static PyObject *h_contains(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize
             rc = record_item(obj, k, KIND_READ, a[2], NULL);
         } else {
             rc = record(holder_of(view_base(obj)), CS_KEY_WHOLE, KIND_READ, a[2], NULL, NULL);
+            if (rc == 0) rc = record_opaque_protocol(obj, PB_CONTAINS, a[2]);
             /* a sequence compares k with each element: both are read as values */
             if (rc == 0 && (PyList_Check(obj) || PyTuple_Check(obj) || is_deque(obj)))
                 rc = walk(obj, W_VALUE, KIND_READ, a[2]);

@@ -28,15 +28,23 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-ATTRS = ("x", "y")
-KEYS = ("a", "b")
+ATTRS = ("x", "y", "z")
+KEYS = ("a", "b", "c")
 SLEEPS = ("0.01", "0.02")
 TIMEOUTS = ("0.005", "0.015", "0.03")
 EXCS = ("E1", "E2")
 WAIT_MODES = ("FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED")
 
 # Operation tuples: (kind, *params).  Bodies (lock, sem) hold a list of simple operations.
-SIMPLE_RW = ("read_attr", "write_attr", "read_key", "write_key", "incr_attr", "sleep0")
+SIMPLE_RW = (
+    "read_attr",
+    "write_attr",
+    "read_key",
+    "write_key",
+    "pop_key",
+    "incr_attr",
+    "sleep0",
+)
 
 
 @dataclass
@@ -57,6 +65,7 @@ def _simple_ops(rw_only: bool) -> st.SearchStrategy[tuple[Any, ...]]:
         st.tuples(st.just("write_attr"), st.sampled_from(ATTRS), st.integers(1, 3)),
         st.tuples(st.just("read_key"), st.sampled_from(KEYS)),
         st.tuples(st.just("write_key"), st.sampled_from(KEYS), st.integers(1, 3)),
+        st.tuples(st.just("pop_key"), st.sampled_from(KEYS)),
         st.tuples(st.just("incr_attr"), st.sampled_from(ATTRS)),
         st.just(("sleep0",)),
     ]
@@ -262,13 +271,19 @@ class _Ctx:
         return f"{name}({_ARGS}, {name}_seen)"
 
 
+def _attr(name: str) -> str:
+    """A read of attribute `name` of ``s``: ``main`` sets x and y, so z is absent until a worker
+    stores it (its insertion orders ``vars(s)``, which the outcome keeps in order)."""
+    return f"s.{name}" if name in ("x", "y") else f"getattr(s, {name!r}, 0)"
+
+
 def _render_ops(
     ops: list[tuple[Any, ...]], indent: str, out: list[str], ctx: _Ctx | None = None
 ) -> None:
     for op in ops:
         kind = op[0]
         if kind == "read_attr":
-            out.append(f"{indent}v = s.{op[1]}")
+            out.append(f"{indent}v = {_attr(op[1])}")
             out.append(f"{indent}seen.append(v)")
         elif kind == "write_attr":
             out.append(f"{indent}s.{op[1]} = v + {op[2]}")
@@ -277,8 +292,10 @@ def _render_ops(
             out.append(f"{indent}seen.append(v)")
         elif kind == "write_key":
             out.append(f"{indent}d[{op[1]!r}] = v + {op[2]}")
+        elif kind == "pop_key":
+            out.append(f"{indent}seen.append(d.pop({op[1]!r}, None))")
         elif kind == "incr_attr":
-            out.append(f"{indent}s.{op[1]} += 1")
+            out.append(f"{indent}s.{op[1]} = {_attr(op[1])} + 1")
         elif kind == "sleep0":
             out.append(f"{indent}await asyncio.sleep(0)")
         elif kind == "sleep":
@@ -602,9 +619,10 @@ def _render_machinery_program(prog: Program) -> str:
 def outcome(result: Any, box: dict[str, Any]) -> tuple[Any, ...]:
     """The observable outcome of one execution (see the module docstring)."""
     s = box.get("s")
-    state = tuple(sorted(vars(s).items())) if s is not None else None
+    # in insertion order: which task inserted a key first is observable (list(d), json.dumps)
+    state = tuple(vars(s).items()) if s is not None else None
     d = box.get("d")
-    keys = tuple(sorted(d.items())) if d is not None else None
+    keys = tuple(d.items()) if d is not None else None
     seen = tuple(tuple(x) for x in box.get("seen", ()))
     kids = box.get("ks")
     if kids is not None:
