@@ -20,7 +20,7 @@ import types
 from typing import Any
 
 import pytest
-from test_capture_order import _explore
+from test_capture_order import _TWO_TASKS, _explore
 from test_loop_model import load
 
 _LIBRARY = '''
@@ -108,25 +108,15 @@ def library() -> Any:
     del sys.modules[mod.__name__]
 
 
-_TWO_TASKS = """
-import asyncio, collections, weakref
+#: what every program's setup starts with (the rest of the program: test_capture_order's)
+_PRELUDE = """
+import weakref
 import cs_protocol_library as lib
 
 class Obj:
     pass
 
-OBJS = {{'a': Obj(), 'b': Obj()}}
-
-{setup}
-
-async def one(s, k):
-    await asyncio.sleep(0)
-{op}
-
-async def main(box):
-    s = make()
-    await asyncio.gather(one(s, "a"), one(s, "b"))
-    box["final"] = {observe}
+OBJS = {'a': Obj(), 'b': Obj()}
 """
 
 #: name -> (setup defining make(), the operation on s and k, what the end observes, outcomes)
@@ -226,7 +216,7 @@ PRECISE: dict[str, tuple[str, str, str]] = {
 @pytest.mark.parametrize("name", sorted(OPAQUE))
 def test_opaque_protocols_are_whole_writes(name: str) -> None:
     setup, op, observe, outcomes = OPAQUE[name]
-    module = load(_TWO_TASKS.format(setup=setup, op=op, observe=observe))
+    module = load(_TWO_TASKS.format(setup=_PRELUDE + setup, op=op, observe=observe))
     brute, _ = _explore(module, "exhaustive")
     dpor, executions = _explore(module, "dpor")
     assert len(brute) == outcomes
@@ -237,7 +227,7 @@ def test_opaque_protocols_are_whole_writes(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(PRECISE))
 def test_modelled_protocols_stay_keyed(name: str) -> None:
     setup, op, observe = PRECISE[name]
-    module = load(_TWO_TASKS.format(setup=setup, op=op, observe=observe))
+    module = load(_TWO_TASKS.format(setup=_PRELUDE + setup, op=op, observe=observe))
     brute, _ = _explore(module, "exhaustive")
     dpor, executions = _explore(module, "dpor")
     assert dpor == brute
