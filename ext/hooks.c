@@ -48,6 +48,10 @@
  */
 #include "compat.h"
 
+#ifndef Py_T_OBJECT_EX /* 3.11: the member types are structmember.h's */
+#include <structmember.h>
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#endif
 #include <stdbool.h>
 
 #include <stdint.h>
@@ -1472,16 +1476,6 @@ static int protocol_bits(PyTypeObject *t) {
     return bits;
 }
 
-/* Records the whole-object write an opaque protocol operation of obj is
- * (`bit`: which operation); nothing for an exactly modelled one. */
-static int record_opaque_protocol(PyObject *obj, int bit, PyObject *site) {
-    PyTypeObject *t = Py_TYPE(obj);
-    if (t == &PyDict_Type || t == &PyList_Type) return 0; /* the common case, at once */
-    if (PyType_Check(obj) || PyModule_Check(obj) || Py_IS_TYPE(obj, &PySuper_Type)) return 0;
-    if (!(protocol_bits(t) & bit)) return 0;
-    return record(holder_of(obj), CS_KEY_WHOLE, KIND_WRITE, site, NULL, NULL);
-}
-
 /* Walks of object graphs (deep reads and writes).  A walk visits each object
  * once (walk_seen, a table reset by bumping walk_cur) and gives up -- by
  * recording the global barrier with the walk's kind, which is coarser than
@@ -1513,9 +1507,12 @@ static int walk_seen(const void *p) {
  * W_TRUTH: what a truth test reads: a container's length (the container
  *   whole), an instance's __bool__/__len__ if opaque (its attributes).
  * W_ARG: what code that does not record itself may do to an argument: the
- *   object whole with the call's kind; a tuple stands for its items, a bound
- *   method for its receiver; a container's elements and an opaque instance's
- *   attributes are walked with the same kind. */
+ *   object whole with the call's kind, and everything reachable from it --
+ *   a container's elements, an instance's attributes (its __dict__ and its
+ *   slots), with the same kind: such code may keep the object and change
+ *   what it holds, which another task may reach through an alias taken
+ *   before (`items = bag.items`).  A tuple stands for its items, a bound
+ *   method for its receiver. */
 enum { W_VALUE, W_TRUTH, W_ARG };
 
 typedef struct {
@@ -1544,6 +1541,35 @@ static int walk_dict_of(walk_t *w, PyObject *o, int depth) {
     }
     Py_DECREF(d);
     return rc;
+}
+
+/* The __slots__ of o's heap classes (what walk_dict_of misses): each is read
+ * from the instance's memory, never through its descriptor, so no user code
+ * runs. */
+static int walk_slots_of(walk_t *w, PyObject *o, int depth) {
+    PyObject *mro = Py_TYPE(o)->tp_mro;
+    if (!mro || !PyTuple_Check(mro)) return 0;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || !t->tp_members) continue;
+        for (PyMemberDef *m = t->tp_members; rc == 0 && m->name; m++) {
+            if (m->type != Py_T_OBJECT_EX) continue;
+            PyObject *v = *(PyObject **)((char *)o + m->offset);
+            if (!v) continue;
+            Py_INCREF(v);
+            rc = walk_obj(w, v, depth + 1);
+            Py_DECREF(v);
+        }
+    }
+    return rc;
+}
+
+/* What code that does not record itself can reach in an instance: its
+ * attributes, in its __dict__ and its slots. */
+static int walk_fields_of(walk_t *w, PyObject *o, int depth) {
+    int rc = walk_dict_of(w, o, depth);
+    return rc == 0 ? walk_slots_of(w, o, depth) : rc;
 }
 
 static int walk_iterable(walk_t *w, PyObject *o, int depth) {
@@ -1604,7 +1630,7 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
         if (w->mode == W_TRUTH) {
             if (heap && (bits & TB_OPAQUE_TRUTH)) {
                 walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0};
-                rc = walk_dict_of(&v, o, depth);
+                rc = walk_fields_of(&v, o, depth);
                 w->budget = v.budget;
             }
             return rc;
@@ -1632,7 +1658,8 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
         } else if (!PyByteArray_Check(o)) {
             rc = walk_iterable(w, o, depth);
         }
-        if (rc == 0 && heap && (bits & TB_OPAQUE_VALUE)) rc = walk_dict_of(w, o, depth);
+        if (rc == 0 && heap && (w->mode == W_ARG || (bits & TB_OPAQUE_VALUE)))
+            rc = walk_fields_of(w, o, depth);
         return rc;
     }
     if (!heap) /* a builtin or extension object: whole */
@@ -1641,14 +1668,13 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
         if (!(bits & TB_OPAQUE_TRUTH)) return 0; /* always true, or instrumented */
         if (record(o, CS_KEY_WHOLE, KIND_READ, w->site, NULL, NULL) < 0) return -1;
         walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0};
-        rc = walk_dict_of(&v, o, depth);
+        rc = walk_fields_of(&v, o, depth);
         w->budget = v.budget;
         return rc;
     }
     if (w->mode == W_VALUE && !(bits & TB_OPAQUE_VALUE)) return 0;
     if (record(holder_of(o), CS_KEY_WHOLE, w->kind, w->site, NULL, NULL) < 0) return -1;
-    if (bits & TB_OPAQUE_VALUE) rc = walk_dict_of(w, o, depth);
-    return rc;
+    return walk_fields_of(w, o, depth);
 }
 
 /* Runs one walk of o (the entry point of every deep access). */
@@ -1663,6 +1689,17 @@ static int walk(PyObject *o, int mode, int kind, PyObject *site) {
     int rc = walk_obj(&w, o, 0);
     walking--;
     return rc;
+}
+
+/* Records what an opaque protocol operation of obj may do (`bit`: which
+ * operation): what an unknown method does (W_ARG, a write); nothing for an
+ * exactly modelled one. */
+static int record_opaque_protocol(PyObject *obj, int bit, PyObject *site) {
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &PyDict_Type || t == &PyList_Type) return 0; /* the common case, at once */
+    if (PyType_Check(obj) || PyModule_Check(obj) || Py_IS_TYPE(obj, &PySuper_Type)) return 0;
+    if (!(protocol_bits(t) & bit)) return 0;
+    return walk(obj, W_ARG, KIND_WRITE, site);
 }
 
 /* What iterating o once, eagerly, does to it (unpacking, `*x`, len-less
@@ -1888,40 +1925,39 @@ static int bound_to(PyObject *f, PyObject *recv) {
     return wrapped && wrapped == recv;
 }
 
-/* cm(obj, name, kind, site, attr_site) -> getattr(obj, name), about to be
- * called.  Instrumented code (which records its own accesses precisely) and
- * module functions: a read of the attribute only (at attr_site).  Anything
- * else acts on the whole receiver (at site): kind 1 = known pure method, a
- * read; 2 = known mutator, a write; 0 = unknown, a write (over-approximation
- * is safe, under-approximation is not).  A whole access covers the attribute
- * read, so that read is not recorded again. */
+/* cm(obj, name, site, attr_site) -> getattr(obj, name), about to be called.
+ * Instrumented code (which records its own accesses precisely) and module
+ * functions: a read of the attribute only (at attr_site).  A method bound to
+ * obj acts as its callee does (record_callee, at site): a builtin container's
+ * known pure method reads the receiver, another builtin method writes it,
+ * code that does not record itself may change anything reachable from it.
+ * The method's name alone proves nothing: a library's `get` or `items` may
+ * reorder or purge what it holds.  A whole access covers the attribute read,
+ * so that read is not recorded again. */
 static PyObject *h_cm(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
-    NARGS(5, "cm");
+    NARGS(4, "cm");
     PyObject *obj = a[0], *name = a[1];
     if (!hooks_ex) return PyObject_GetAttr(obj, name);
-    long kind = PyLong_AsLong(a[2]);
-    if (kind == -1 && PyErr_Occurred()) return NULL;
     PyObject *recv = receiver_of(obj);
     PyObject *f = PyObject_GetAttr(obj, name);
     int rc;
     if (!f) {
         /* the lookup failed: it still read the attribute */
-        rc = record_attr(recv, name, KIND_READ, a[4], NULL);
+        rc = record_attr(recv, name, KIND_READ, a[3], NULL);
     } else if (PyModule_Check(recv) || is_instrumented_callable(f)) {
-        rc = record_attr(recv, name, KIND_READ, a[4], NULL);
+        rc = record_attr(recv, name, KIND_READ, a[3], NULL);
         /* a module's function may be a bound method or a partial of something else */
-        if (rc == 0 && PyModule_Check(recv)) rc = record_callee(f, a[3], 0);
+        if (rc == 0 && PyModule_Check(recv)) rc = record_callee(f, a[2], 0);
     } else if (!bound_to(f, recv)) {
         /* an attribute holding a callable of something else (a callback
          * `self.on_job` = jobs.append, a partial, a plain function): the
          * attribute is read, and the call acts as its callee does */
-        rc = record_attr(recv, name, KIND_READ, a[4], NULL);
-        if (rc == 0) rc = record_callee(f, a[3], 0);
+        rc = record_attr(recv, name, KIND_READ, a[3], NULL);
+        if (rc == 0) rc = record_callee(f, a[2], 0);
     } else {
-        rc = record(recv, CS_KEY_WHOLE, kind == KIND_READ ? KIND_READ : KIND_WRITE, a[3], NULL,
-                    NULL);
+        rc = record_callee(f, a[2], 0);
     }
-    if (rc == 0 && f) rc = record_class_reads(recv, name, a[4]);
+    if (rc == 0 && f) rc = record_class_reads(recv, name, a[3]);
     if (rc < 0) {
         Py_DECREF(recv);
         Py_XDECREF(f);
@@ -1929,7 +1965,7 @@ static PyObject *h_cm(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     }
     /* asend / athrow / aclose / __anext__ of an async generator: the awaitable
      * the call returns resumes the generator in later steps (awaitproxy) */
-    f = agen_method(f, recv, name, a[3]);
+    f = agen_method(f, recv, name, a[2]);
     Py_DECREF(recv);
     return f;
 }
@@ -2391,9 +2427,7 @@ static int record_callee(PyObject *f, PyObject *site, int depth) {
     if (depth > 8) return record_barrier(KIND_WRITE, site);
     if (PyMethod_Check(f)) {
         if (is_instrumented_callable(f)) return 0;
-        PyObject *self = PyMethod_GET_SELF(f);
-        if (immutable_value(self)) return 0;
-        return record(holder_of(self), CS_KEY_WHOLE, KIND_WRITE, site, NULL, NULL);
+        return walk(PyMethod_GET_SELF(f), W_ARG, KIND_WRITE, site);
     }
     if (PyCFunction_Check(f)) {
         PyObject *self = PyCFunction_GET_SELF(f);
@@ -2416,9 +2450,7 @@ static int record_callee(PyObject *f, PyObject *site, int depth) {
     if (PyFunction_Check(f) || PyType_Check(f)) return 0;
     PyObject *wrapped = method_wrapper_self(f);
     if (wrapped) /* a slot wrapper: what the slot does to its object is unknown */
-        return immutable_value(wrapped)
-                   ? 0
-                   : record(holder_of(wrapped), CS_KEY_WHOLE, KIND_WRITE, site, NULL, NULL);
+        return walk(wrapped, W_ARG, KIND_WRITE, site);
     if (is_partial(f)) {
         PyObject *func = PyObject_GetAttrString(f, "func");
         PyObject *args = func ? PyObject_GetAttrString(f, "args") : NULL;
@@ -2446,7 +2478,7 @@ static int record_callee(PyObject *f, PyObject *site, int depth) {
     if (!call_name && !(call_name = PyUnicode_InternFromString("__call__"))) return -1;
     PyObject *call = cs_compat_type_lookup(t, call_name); /* borrowed */
     if (call && PyFunction_Check(call) && is_instrumented_callable(call)) return 0;
-    return record(f, CS_KEY_WHOLE, KIND_WRITE, site, NULL, NULL);
+    return walk(f, W_ARG, KIND_WRITE, site);
 }
 
 /* ---- async generators resumed across steps.  An async generator's frame is

@@ -147,100 +147,8 @@ from chaossloth.capture import sites
 # symtable scope codes (CPython's _symtable constants)
 _LOCAL, _GLOBAL_EXPLICIT, _GLOBAL_IMPLICIT, _FREE, _CELL = 1, 2, 3, 4, 5
 
-READ, WRITE, UNKNOWN = 1, 2, 0
+READ, WRITE = 1, 2
 
-#: methods that mutate their receiver (a write of the whole object)
-MUTATORS = frozenset(
-    [
-        "append",
-        "extend",
-        "insert",
-        "pop",
-        "remove",
-        "clear",
-        "update",
-        "setdefault",
-        "add",
-        "discard",
-        "popleft",
-        "appendleft",
-        "extendleft",
-        "rotate",
-        "sort",
-        "reverse",
-        "popitem",
-        "difference_update",
-        "intersection_update",
-        "symmetric_difference_update",
-        "move_to_end",
-        "put_nowait",
-        "get_nowait",
-        "put",
-        "write",
-        "writelines",
-        "__setitem__",
-        "__delitem__",
-        "__iadd__",
-        "__ior__",
-        "set_result",
-        "set_exception",
-        "cancel",
-    ]
-)
-#: methods that only read their receiver (a read of the whole object)
-PURE = frozenset(
-    [
-        "keys",
-        "values",
-        "items",
-        "copy",
-        "count",
-        "index",
-        "__contains__",
-        "__len__",
-        "__getitem__",
-        "__iter__",
-        "issubset",
-        "issuperset",
-        "isdisjoint",
-        "union",
-        "intersection",
-        "difference",
-        "symmetric_difference",
-        "most_common",
-        "startswith",
-        "endswith",
-        "find",
-        "rfind",
-        "join",
-        "split",
-        "rsplit",
-        "strip",
-        "lstrip",
-        "rstrip",
-        "lower",
-        "upper",
-        "format",
-        "replace",
-        "encode",
-        "decode",
-        "splitlines",
-        "partition",
-        "rpartition",
-        "isdigit",
-        "isalpha",
-        "isspace",
-        "qsize",
-        "empty",
-        "full",
-        "locked",
-        "is_set",
-        "done",
-        "result",
-        "exception",
-        "cancelled",
-    ]
-)
 #: keyed methods: (name -> kind) when called with a first positional argument
 KEYED = {"get": READ, "pop": WRITE, "setdefault": WRITE}
 #: builtins whose positional arguments are iterated (read, or write for iterators)
@@ -954,16 +862,9 @@ class Instrumenter(ast.NodeTransformer):
                 method = self._loc(ast.Attribute(new_recv, attr, ast.Load()), func)
                 kind = ast.Constant(KEYED[func.attr])
                 return self._call("ck", [method, kind, site, *args], node)
-            kind_v = UNKNOWN
-            if func.attr in MUTATORS:
-                kind_v = WRITE
-            elif func.attr in PURE:
-                kind_v = READ
             site = self._site(node, recv_text, "method")
             attr_site = self._site(func, self.src.segment(func), "attr")
-            getter = self._call(
-                "cm", [new_recv, ast.Constant(attr), ast.Constant(kind_v), site, attr_site], func
-            )
+            getter = self._call("cm", [new_recv, ast.Constant(attr), site, attr_site], func)
             call = self._loc(ast.Call(getter, args, keywords), node)
             return self._arg_call(call, node, "callm")
         if isinstance(func, ast.Name) and self._is_builtin(func.id):
