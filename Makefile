@@ -27,6 +27,8 @@ SAN_PY     ?= 3.12
 # suites, a real pip install); the others run everything else.  3.11 (the interpreter of
 # DESIGN.md) and 3.13 (the most different bytecode and asyncio) are the two ends.
 SLOW_PY    ?= 3.11 3.13
+# pytest-xdist workers per suite: one per CPU (the suite is CPU-bound; tests share no files)
+TEST_WORKERS ?= auto
 SAN_DIR    := build/san-$(SAN_PY)
 SAN_TESTS  := $(sort $(wildcard tests/test_loop_*.py tests/test_capture_*.py)) tests/test_runner.py \
 	tests/test_share.py
@@ -83,7 +85,7 @@ install: $(addprefix ext-,$(PYVERSIONS))
 
 $(addprefix pytest-,$(PYVERSIONS)): pytest-%: ext-%
 	@echo "== Python suite on $$(.venv-$*/bin/python -c 'import sys; print(sys.version.split()[0])')"
-	@.venv-$*/bin/python -m pytest -q $(if $(filter $*,$(SLOW_PY)),,-m "not slow")
+	@.venv-$*/bin/python -m pytest -q -n $(TEST_WORKERS) $(if $(filter $*,$(SLOW_PY)),,-m "not slow")
 
 # One interpreter, given by PYTHON (which must have the package installed).
 pytest:
@@ -114,7 +116,7 @@ ext-sanitize: .venv-$(SAN_PY)/.installed
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(SAN_DIR)/report; \
 	.venv-$(SAN_PY)/bin/python -c "import chaossloth._core as c, sys; \
 		sys.exit(0 if '/$(SAN_DIR)/' in c.__file__ else 'not the sanitized _core: ' + c.__file__)" && \
-	.venv-$(SAN_PY)/bin/python -m pytest -q -p no:cacheprovider $(SAN_TESTS); rc=$$?; \
+	.venv-$(SAN_PY)/bin/python -m pytest -q -n $(TEST_WORKERS) -p no:cacheprovider $(SAN_TESTS); rc=$$?; \
 	if ls $(SAN_DIR)/report.* >/dev/null 2>&1; then cat $(SAN_DIR)/report.* >&2; exit 1; fi; \
 	exit $$rc
 

@@ -1506,13 +1506,17 @@ static int walk_seen(const void *p) {
  *   formatted), an instance whose dunders are opaque and all its attributes.
  * W_TRUTH: what a truth test reads: a container's length (the container
  *   whole), an instance's __bool__/__len__ if opaque (its attributes).
- * W_ARG: what code that does not record itself may do to an argument: the
- *   object whole with the call's kind, and everything reachable from it --
- *   a container's elements, an instance's attributes (its __dict__ and its
- *   slots), with the same kind: such code may keep the object and change
- *   what it holds, which another task may reach through an alias taken
- *   before (`items = bag.items`).  A tuple stands for its items, a bound
- *   method for its receiver. */
+ * W_ARG: what a call may do to an argument: the object whole with the
+ *   call's kind; a tuple stands for its items, a bound method for its
+ *   receiver.  A read (a builtin that stores, hashes, compares or formats
+ *   its arguments) also reads a container's elements and an opaque
+ *   instance's attributes, as W_VALUE does.  A write (code that does not
+ *   record itself) covers everything reachable: a container's elements, an
+ *   instance's attributes (its __dict__ and its slots) and its class's
+ *   attribute values (`type(self).registry`; the class itself is not
+ *   recorded whole: walk_class_attrs), a class's attributes (its bases'
+ *   too): such code may keep the object and change what it holds, which
+ *   another task reaches through an alias taken before (`items = bag.items`). */
 enum { W_VALUE, W_TRUTH, W_ARG };
 
 typedef struct {
@@ -1520,6 +1524,7 @@ typedef struct {
     PyObject *site;
     size_t budget;
     int gave_up;
+    int in_class_attrs; /* walking class attribute values (walk_class_attrs) */
 } walk_t;
 
 static int walk_obj(walk_t *w, PyObject *o, int depth);
@@ -1565,11 +1570,51 @@ static int walk_slots_of(walk_t *w, PyObject *o, int depth) {
     return rc;
 }
 
+/* The values of the class attributes of cls's heap classes, in MRO order
+ * (`cls._registry.append(x)`, `type(self).shared[k] = v` change a base's
+ * container).  Each class's attributes are walked once per walk (walk_seen
+ * of the class's address + 1, a key no object has), and with_classes also
+ * records each class whole (code handed the class may rebind its
+ * attributes).  Code handed an instance is not taken to rebind its class's
+ * attributes, nor those of a class it reaches only through class attributes
+ * (a dataclass's field types, a generic's origin): recording those classes
+ * whole would order every method lookup on them with the call. */
+static int walk_class_attrs(walk_t *w, PyTypeObject *cls, int with_classes, int depth) {
+    PyObject *mro = cls->tp_mro;
+    if (!mro || !PyTuple_Check(mro)) return 0;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || !t->tp_dict) continue;
+        if (with_classes && t != cls &&
+            record((PyObject *)t, CS_KEY_WHOLE, w->kind, w->site, NULL, NULL) < 0)
+            return -1;
+        if (walk_seen((const char *)t + 1)) continue;
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        int outer = w->in_class_attrs;
+        w->in_class_attrs = 1;
+        while (rc == 0 && PyDict_Next(t->tp_dict, &pos, &k, &v)) {
+            Py_INCREF(v);
+            rc = walk_obj(w, v, depth + 1);
+            Py_DECREF(v);
+        }
+        w->in_class_attrs = outer;
+    }
+    return rc;
+}
+
 /* What code that does not record itself can reach in an instance: its
  * attributes, in its __dict__ and its slots. */
 static int walk_fields_of(walk_t *w, PyObject *o, int depth) {
     int rc = walk_dict_of(w, o, depth);
     return rc == 0 ? walk_slots_of(w, o, depth) : rc;
+}
+
+/* ... and, for a write (W_ARG, KIND_WRITE), through its class too. */
+static int walk_reachable_of(walk_t *w, PyObject *o, int depth) {
+    int rc = walk_fields_of(w, o, depth);
+    return rc == 0 ? walk_class_attrs(w, Py_TYPE(o), 0, depth) : rc;
 }
 
 static int walk_iterable(walk_t *w, PyObject *o, int depth) {
@@ -1617,6 +1662,12 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
         return record_barrier(w->kind, w->site);
     }
     w->budget--;
+    /* what code that does not record itself may change: everything reachable */
+    int deep = w->mode == W_ARG && w->kind == KIND_WRITE;
+    if (deep && PyType_Check(o)) { /* a heap class (immutable_value passed the others) */
+        if (record(o, CS_KEY_WHOLE, w->kind, w->site, NULL, NULL) < 0) return -1;
+        return walk_class_attrs(w, (PyTypeObject *)o, !w->in_class_attrs, depth);
+    }
     PyTypeObject *t = Py_TYPE(o);
     int heap = (t->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0;
     int bits = heap ? type_bits(t) : 0;
@@ -1629,7 +1680,7 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
             return -1;
         if (w->mode == W_TRUTH) {
             if (heap && (bits & TB_OPAQUE_TRUTH)) {
-                walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0};
+                walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0, 0};
                 rc = walk_fields_of(&v, o, depth);
                 w->budget = v.budget;
             }
@@ -1658,8 +1709,8 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
         } else if (!PyByteArray_Check(o)) {
             rc = walk_iterable(w, o, depth);
         }
-        if (rc == 0 && heap && (w->mode == W_ARG || (bits & TB_OPAQUE_VALUE)))
-            rc = walk_fields_of(w, o, depth);
+        if (rc == 0 && heap && deep) rc = walk_reachable_of(w, o, depth);
+        else if (rc == 0 && heap && (bits & TB_OPAQUE_VALUE)) rc = walk_fields_of(w, o, depth);
         return rc;
     }
     if (!heap) /* a builtin or extension object: whole */
@@ -1667,20 +1718,21 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
     if (w->mode == W_TRUTH) {
         if (!(bits & TB_OPAQUE_TRUTH)) return 0; /* always true, or instrumented */
         if (record(o, CS_KEY_WHOLE, KIND_READ, w->site, NULL, NULL) < 0) return -1;
-        walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0};
+        walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0, 0};
         rc = walk_fields_of(&v, o, depth);
         w->budget = v.budget;
         return rc;
     }
     if (w->mode == W_VALUE && !(bits & TB_OPAQUE_VALUE)) return 0;
     if (record(holder_of(o), CS_KEY_WHOLE, w->kind, w->site, NULL, NULL) < 0) return -1;
-    return walk_fields_of(w, o, depth);
+    if (deep) return walk_reachable_of(w, o, depth);
+    return (bits & TB_OPAQUE_VALUE) ? walk_fields_of(w, o, depth) : 0;
 }
 
 /* Runs one walk of o (the entry point of every deep access). */
 static int walk(PyObject *o, int mode, int kind, PyObject *site) {
     if (!hooks_ex || immutable_value(o)) return 0;
-    walk_t w = {mode, kind, site, WALK_BUDGET, 0};
+    walk_t w = {mode, kind, site, WALK_BUDGET, 0, 0};
     walking++;
     if (walking == 1 && ++walk_cur == 0) { /* wrapped: clear the stamps */
         memset(walk_stamp, 0, sizeof walk_stamp);

@@ -126,6 +126,22 @@ class Counter:
         return len(self.calls)
 
 
+def plugin_class():
+    """A class whose classmethod appends to a list its base holds (a fresh pair per call)."""
+
+    class Registry:
+        handlers = {"x": []}
+
+        @classmethod
+        def register(cls, k):
+            cls.handlers["x"].append(k)
+
+    class Plugins(Registry):
+        pass
+
+    return Plugins
+
+
 def fill(obj, k):
     obj.items.append(k)
 
@@ -285,6 +301,12 @@ REACHABLE: dict[str, tuple[str, str, str, str]] = {
     "a list in a dict of the receiver": ("lib.Shelf()", "s.put('a')", "s.bins", "len(items['x'])"),
     "an argument's attribute": ("Plain()", "lib.fill(s, 'a')", "s.items", "len(items)"),
     "a method named like a query": ("lib.Counter()", "s.count()", "s.calls", "len(items)"),
+    "a base's class attribute": (
+        "lib.plugin_class()",
+        "s.register('a')",
+        "s.handlers['x']",
+        "len(items)",
+    ),
 }
 
 _ALIAS = """
