@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from test_capture_order import _TWO_TASKS, _explore
@@ -155,13 +155,19 @@ class Fallback(dict):
 '''
 
 
-@pytest.fixture(autouse=True, scope="module")
-def library() -> Any:
-    mod = types.ModuleType("cs_protocol_library")
-    exec(compile(_LIBRARY, "<site-packages>/cs_protocol_library.py", "exec"), vars(mod))  # noqa: S102
-    sys.modules[mod.__name__] = mod
+def installed_library(name: str, source: str) -> Iterator[types.ModuleType]:
+    """`source` imported as the module `name`, from a file name no instrumentation covers (as an
+    installed package's), for the duration of the generator."""
+    mod = types.ModuleType(name)
+    exec(compile(source, f"<site-packages>/{name}.py", "exec"), vars(mod))  # noqa: S102
+    sys.modules[name] = mod
     yield mod
-    del sys.modules[mod.__name__]
+    del sys.modules[name]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def library() -> Iterator[types.ModuleType]:
+    yield from installed_library("cs_protocol_library", _LIBRARY)
 
 
 #: what every program's setup starts with (the rest of the program: test_capture_order's)

@@ -15,14 +15,15 @@ library call is ordered with that call only if the call recorded a write of the 
 
 from __future__ import annotations
 
-import sys
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_capture_order import _explore
+from test_capture_protocols import installed_library
 from test_loop_model import load
 
 _LIBRARY = '''
@@ -103,12 +104,8 @@ CALLS = {
 
 
 @pytest.fixture(autouse=True, scope="module")
-def library() -> Any:
-    mod = types.ModuleType("cs_reach_library")
-    exec(compile(_LIBRARY, "<site-packages>/cs_reach_library.py", "exec"), vars(mod))  # noqa: S102
-    sys.modules[mod.__name__] = mod
-    yield mod
-    del sys.modules[mod.__name__]
+def library() -> Iterator[types.ModuleType]:
+    yield from installed_library("cs_reach_library", _LIBRARY)
 
 
 _ALIASES = "(" + ", ".join(WHERE.values()) + ")"
