@@ -1390,6 +1390,8 @@ enum {
     PB_CONTAINS = 8,
     PB_SETATTR = 16,
     PB_KNOWN = 32,
+    PB_GETATTRIBUTE = 64, /* every attribute lookup runs opaque code */
+    PB_GETATTR = 128,     /* a lookup that finds nothing runs opaque code */
 };
 
 static PyTypeObject *odict_type, *defaultdict_type, *counter_type; /* collections' */
@@ -1467,6 +1469,8 @@ static int protocol_bits(PyTypeObject *t) {
         if (opaque_dunder(t, "__contains__")) bits |= PB_CONTAINS;
         if (opaque_dunder(t, "__setattr__") || opaque_dunder(t, "__delattr__"))
             bits |= PB_SETATTR;
+        if (opaque_dunder(t, "__getattribute__")) bits |= PB_GETATTRIBUTE;
+        if (opaque_dunder(t, "__getattr__")) bits |= PB_GETATTR;
     }
     if (!protocol_kinds) protocol_kinds = PyDict_New();
     PyObject *v = PyLong_FromLong(bits);
@@ -1754,6 +1758,152 @@ static int record_opaque_protocol(PyObject *obj, int bit, PyObject *site) {
     return walk(obj, W_ARG, KIND_WRITE, site);
 }
 
+/* ---- attribute access that runs code: descriptors, __getattr__
+ *
+ * `obj.name`, `obj.name = v` and `del obj.name` on an instance of a Python
+ * class are recorded as accesses of the attribute; what they run besides the
+ * instance's dict is resolved here the way object's own lookup does: a data
+ * descriptor of the class first (a property, a library's descriptor), then
+ * the instance's dict, then a non-data descriptor (cached_property), then
+ * __getattr__ when nothing was found.  A function of such a descriptor or
+ * hook defined by code that does not record itself may change anything
+ * reachable from obj (a lazy getter filling a cache, a setter tracking the
+ * fields set): what an unknown method does (W_ARG, a write).  Instrumented
+ * functions record for themselves.  Functions, classmethods, staticmethods
+ * and the C descriptors other than property (slots, namedtuple fields) run
+ * no code of their own.  Two stdlib descriptors are modelled:
+ * functools.cached_property computing (a write of the attribute, inserted,
+ * and what its function does), and an Enum member's name and value
+ * (types.DynamicClassAttribute / enum.property: a read of the member). */
+enum { AT_GET, AT_SET, AT_DEL };
+
+static PyTypeObject *cached_property_type; /* functools.cached_property */
+static PyTypeObject *dynamic_attr_type;    /* types.DynamicClassAttribute */
+static PyObject *enum_type;                /* enum.Enum */
+
+static void load_descriptor_types(void) {
+    if (enum_type) return;
+    PyObject *ft = PyImport_ImportModule("functools");
+    PyObject *cp = ft ? PyObject_GetAttrString(ft, "cached_property") : NULL;
+    PyObject *ty = cp ? PyImport_ImportModule("types") : NULL;
+    PyObject *dca = ty ? PyObject_GetAttrString(ty, "DynamicClassAttribute") : NULL;
+    PyObject *en = dca ? PyImport_ImportModule("enum") : NULL;
+    PyObject *et = en ? PyObject_GetAttrString(en, "Enum") : NULL;
+    Py_XDECREF(ft);
+    Py_XDECREF(ty);
+    Py_XDECREF(en);
+    if (!et || !PyType_Check(cp) || !PyType_Check(dca)) {
+        PyErr_Clear();
+        Py_XDECREF(cp);
+        Py_XDECREF(dca);
+        Py_XDECREF(et);
+        return;
+    }
+    /* kept for the process */
+    cached_property_type = (PyTypeObject *)cp;
+    dynamic_attr_type = (PyTypeObject *)dca;
+    enum_type = et;
+}
+
+/* 1 if the callable f of a descriptor (a property's fget, ...) is code that
+ * does not record itself; None or absent (the access raises) is not. */
+static int opaque_function(PyObject *f) {
+    return f && f != Py_None && !is_instrumented_callable(f);
+}
+
+/* 1 if the descriptor type dt's `dunder` (__get__, __set__, __delete__) is a
+ * Python function that does not record itself; a slot of C code (of a static
+ * or a heap type: 3.12's _collections._tuplegetter is one) reads or writes
+ * the slot it describes. */
+static int python_slot(PyTypeObject *dt, const char *dunder) {
+    if (!(dt->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 0;
+    PyObject *name = PyUnicode_InternFromString(dunder);
+    if (!name) return -1;
+    PyObject *f = cs_compat_type_lookup(dt, name); /* borrowed */
+    Py_DECREF(name);
+    return f && PyFunction_Check(f) && !is_instrumented_callable(f);
+}
+
+/* What descriptor d of obj's class runs for `op`: 0 nothing opaque, 1 opaque
+ * code, 2 a read of obj only (an Enum member's name / value), -1 error. */
+static int descriptor_runs(PyObject *obj, PyObject *d, int op) {
+    PyTypeObject *dt = Py_TYPE(d);
+    static const char *const slot_names[] = {"__get__", "__set__", "__delete__"};
+    static const char *const property_fields[] = {"fget", "fset", "fdel"};
+    if (dynamic_attr_type && PyObject_TypeCheck(d, dynamic_attr_type) && op == AT_GET &&
+        enum_type && PyObject_IsInstance(obj, enum_type) == 1) {
+        PyObject *mod = PyObject_GetAttrString((PyObject *)dt, "__module__");
+        int stdlib = mod && PyUnicode_Check(mod) &&
+                     (PyUnicode_CompareWithASCIIString(mod, "enum") == 0 ||
+                      PyUnicode_CompareWithASCIIString(mod, "types") == 0);
+        Py_XDECREF(mod);
+        PyErr_Clear();
+        if (stdlib) return 2;
+    }
+    if (PyObject_TypeCheck(d, &PyProperty_Type)) {
+        /* a subclass may run its own __get__ / __set__ / __delete__ */
+        int own = python_slot(dt, slot_names[op]);
+        if (own) return own;
+        PyObject *f = PyObject_GetAttrString(d, property_fields[op]);
+        if (!f) return -1;
+        int r = opaque_function(f);
+        Py_DECREF(f);
+        return r;
+    }
+    return python_slot(dt, slot_names[op]);
+}
+
+/* 1 if name is in obj's instance dict, 0 if not (or obj has none), -1 on error. */
+static int instance_has(PyObject *obj, PyObject *name) {
+    if (!type_has_dict(Py_TYPE(obj))) return 0;
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (!d) return -1;
+    int r = PyDict_Check(d) ? PyDict_Contains(d, name) : 0;
+    Py_DECREF(d);
+    return r;
+}
+
+/* Records what `op` of obj.name runs besides the instance's dict, before it
+ * runs (see above). */
+static int record_attr_code(PyObject *obj, PyObject *name, int op, PyObject *site) {
+    PyTypeObject *t = Py_TYPE(obj);
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || !PyUnicode_Check(name) || PyType_Check(obj))
+        return 0;
+    load_descriptor_types();
+    /* a class without __getattribute__ / __getattr__ keeps object's lookup */
+    int hooks = t->tp_getattro == PyObject_GenericGetAttr ? 0 : protocol_bits(t);
+    int opaque = op == AT_GET && (hooks & PB_GETATTRIBUTE);
+    PyObject *d = opaque ? NULL : cs_compat_type_lookup(t, name); /* borrowed */
+    PyTypeObject *dt = d ? Py_TYPE(d) : NULL;
+    if (d && dt->tp_descr_set) { /* a data descriptor: it decides */
+        opaque = descriptor_runs(obj, d, op);
+    } else if (op == AT_GET && !opaque &&
+               (d ? dt->tp_descr_get && (dt->tp_flags & Py_TPFLAGS_HEAPTYPE) /* may be Python */
+                  : (hooks & PB_GETATTR) != 0)) {
+        int in_dict = instance_has(obj, name);
+        if (in_dict < 0) return -1;
+        if (in_dict) {
+            opaque = 0;
+        } else if (!d) {
+            opaque = 1; /* __getattr__ */
+        } else if (cached_property_type && PyObject_TypeCheck(d, cached_property_type)) {
+            /* computes and stores the value in the instance dict */
+            PyObject *f = PyObject_GetAttrString(d, "func");
+            if (!f) return -1;
+            opaque = opaque_function(f);
+            Py_DECREF(f);
+            if (record_attr(obj, name, KIND_WRITE, site, NULL) < 0 ||
+                record_insertion(holder_of(obj), site) < 0)
+                return -1;
+        } else {
+            opaque = descriptor_runs(obj, d, op);
+        }
+    }
+    if (opaque < 0) return -1;
+    if (opaque == 2) return record(holder_of(obj), CS_KEY_WHOLE, KIND_READ, site, NULL, NULL);
+    return opaque ? walk(obj, W_ARG, KIND_WRITE, site) : 0;
+}
+
 /* What iterating o once, eagerly, does to it (unpacking, `*x`, len-less
  * consumers): a read of a builtin container (a dict view: of its dict), a
  * write of anything else (an iterator or generator is consumed).  Immutable
@@ -1837,6 +1987,7 @@ static PyObject *h_ga(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     path p;
     if (record_attr(a[0], a[1], KIND_READ, a[2], &p) < 0) return NULL;
     if (record_class_reads(a[0], a[1], a[2]) < 0) return NULL;
+    if (record_attr_code(a[0], a[1], AT_GET, a[2]) < 0) return NULL;
     PyObject *r = named(PyObject_GetAttr(a[0], a[1]), &p);
     if (r && is_dunder_dict(a[1]) && add_alias(r, a[0]) < 0) Py_CLEAR(r);
     return r;
@@ -1857,6 +2008,7 @@ static PyObject *h_sa(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
             (whole && record(holder_of(a[1]), CS_KEY_WHOLE, KIND_WRITE, a[3], NULL, NULL) < 0))
             return NULL;
         if (record_opaque_protocol(a[1], PB_SETATTR, a[3]) < 0) return NULL;
+        if (record_attr_code(a[1], a[2], AT_SET, a[3]) < 0) return NULL;
         if (replaced_attr(a[1], a[2], &old) < 0) return NULL;
     }
     int rc = PyObject_SetAttr(a[1], a[2], a[0]);
@@ -1875,6 +2027,7 @@ static PyObject *h_da(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
             (whole && record(holder_of(a[0]), CS_KEY_WHOLE, KIND_WRITE, a[2], NULL, NULL) < 0))
             return NULL;
         if (record_opaque_protocol(a[0], PB_SETATTR, a[2]) < 0) return NULL;
+        if (record_attr_code(a[0], a[1], AT_DEL, a[2]) < 0) return NULL;
     }
     if (hooks_ex && replaced_attr(a[0], a[1], &old) < 0) return NULL;
     int rc = PyObject_DelAttr(a[0], a[1]);
@@ -1991,6 +2144,10 @@ static PyObject *h_cm(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     PyObject *obj = a[0], *name = a[1];
     if (!hooks_ex) return PyObject_GetAttr(obj, name);
     PyObject *recv = receiver_of(obj);
+    if (recv == obj && record_attr_code(obj, name, AT_GET, a[2]) < 0) {
+        Py_DECREF(recv);
+        return NULL;
+    }
     PyObject *f = PyObject_GetAttr(obj, name);
     int rc;
     if (!f) {
@@ -2846,7 +3003,8 @@ static PyObject *call_common(PyObject *const *a, size_t nargsf, PyObject *kwname
          * instance (read whole by record_args) and on its classes */
         if (nargs >= 4 && !kwnames && PyUnicode_Check(a[3]) &&
             (is_builtin_named(f, "getattr") || is_builtin_named(f, "hasattr")) &&
-            record_class_reads(a[2], a[3], a[1]) < 0)
+            (record_class_reads(a[2], a[3], a[1]) < 0 ||
+             record_attr_code(a[2], a[3], AT_GET, a[1]) < 0))
             return NULL;
         if (vars_of && !immutable_value(a[2]) &&
             record(holder_of(a[2]), CS_KEY_WHOLE, KIND_WRITE, a[1], NULL, NULL) < 0)

@@ -142,6 +142,53 @@ def plugin_class():
     return Plugins
 
 
+class Lazy:
+    """Properties, a descriptor and a fallback lookup whose code changes the object."""
+
+    def __init__(self):
+        self.items = []
+
+    @property
+    def n(self):
+        self.items.append("n")
+        return len(self.items)
+
+    @n.setter
+    def n(self, v):
+        self.items.append(v)
+
+    @n.deleter
+    def n(self):
+        self.items.append("-")
+
+    def __getattr__(self, name):
+        self.items.append(name)
+        return len
+
+
+class Counted:
+    """A descriptor counting its reads in the instance."""
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        obj.items.append("c")
+        return len(obj.items)
+
+
+class Watched:
+    def __init__(self):
+        self.items = []
+
+    hits = Counted()
+    label = "w"
+
+    def __getattribute__(self, name):
+        if name != "items":
+            object.__getattribute__(self, "items").append(name)
+        return object.__getattribute__(self, name)
+
+
 def fill(obj, k):
     obj.items.append(k)
 
@@ -183,6 +230,18 @@ OBJS = {'a': Obj(), 'b': Obj()}
 
 #: name -> (setup defining make(), the operation on s and k, what the end observes, outcomes)
 OPAQUE: dict[str, tuple[str, str, str, int]] = {
+    "cached_property computing": (
+        (
+            "import functools\n\n"
+            "class C:\n"
+            "    @functools.cached_property\n    def a(self): return 1\n"
+            "    @functools.cached_property\n    def b(self): return 2\n\n"
+            "def make(): return C()"
+        ),
+        "    getattr(s, k)",
+        "tuple(vars(s))",
+        2,
+    ),
     "WeakValueDictionary store": (
         "def make(): return weakref.WeakValueDictionary()",
         "    s[k] = OBJS[k]",
@@ -248,6 +307,19 @@ OPAQUE: dict[str, tuple[str, str, str, int]] = {
 
 #: operations the builtin slots do exactly: still independent (one execution)
 PRECISE: dict[str, tuple[str, str, str]] = {
+    "Enum values, properties of instrumented code, namedtuple fields": (
+        (
+            "import enum\n\n"
+            "class Color(enum.Enum):\n    RED = 1\n\n"
+            "Point = collections.namedtuple('Point', 'a b')\n\n"
+            "class P:\n    def __init__(self): self.d = {'a': 0, 'b': 0}\n"
+            "    @property\n    def red(self): return Color.RED\n"
+            "    @property\n    def point(self): return Point(1, 2)\n\n"
+            "def make(): return P()"
+        ),
+        "    getattr(s.point, k) + s.red.value + len(s.red.name)",
+        "tuple(s.d.items())",
+    ),
     "dict subclass updates": (
         "class D(dict):\n    pass\n\ndef make(): return D(a=0, b=0)",
         "    s[k] = 1",
@@ -307,6 +379,19 @@ REACHABLE: dict[str, tuple[str, str, str, str]] = {
     "a list in a dict of the receiver": ("lib.Shelf()", "s.put('a')", "s.bins", "len(items['x'])"),
     "an argument's attribute": ("Plain()", "lib.fill(s, 'a')", "s.items", "len(items)"),
     "a method named like a query": ("lib.Counter()", "s.count()", "s.calls", "len(items)"),
+    "a property's getter": ("lib.Lazy()", "s.n", "s.items", "len(items)"),
+    "a property's setter": ("lib.Lazy()", "s.n = 1", "s.items", "len(items)"),
+    "a property's deleter": ("lib.Lazy()", "del s.n", "s.items", "len(items)"),
+    "a __getattr__": ("lib.Lazy()", "s.missing", "s.items", "len(items)"),
+    "a __getattr__ through getattr()": (
+        "lib.Lazy()",
+        "getattr(s, 'missing')",
+        "s.items",
+        "len(items)",
+    ),
+    "a __getattr__ through a method call": ("lib.Lazy()", "s.missing([])", "s.items", "len(items)"),
+    "a descriptor's __get__": ("lib.Watched()", "s.hits", "s.items", "len(items)"),
+    "a __getattribute__": ("lib.Watched()", "s.label", "s.items", "len(items)"),
     "a base's class attribute": (
         "lib.plugin_class()",
         "s.register('a')",
