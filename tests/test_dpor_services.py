@@ -201,7 +201,10 @@ async def job(log, i):
 async def main(box):
     log = Log()
     got = []
-    for f in asyncio.as_completed([job(log, 0), job(log, 1), job(log, 2)]):
+    # tasks, not coroutines: as_completed makes a task of each coroutine in the order of a set
+    # of them, an order of addresses, which a --jobs fork need not share with its giver
+    jobs = [asyncio.ensure_future(job(log, i)) for i in range(3)]
+    for f in asyncio.as_completed(jobs):
         got.append(await f)
     box["final"] = (tuple(got), tuple(log.done))
 """
