@@ -1811,16 +1811,31 @@ static int opaque_function(PyObject *f) {
     return f && f != Py_None && !is_instrumented_callable(f);
 }
 
-/* 1 if the descriptor type dt's `dunder` (__get__, __set__, __delete__) is a
- * Python function that does not record itself; a slot of C code (of a static
- * or a heap type: 3.12's _collections._tuplegetter is one) reads or writes
- * the slot it describes. */
-static int python_slot(PyTypeObject *dt, const char *dunder) {
+/* Per AT_* operation, interned once (attribute accesses are the hot path):
+ * the descriptor's dunder, and the property field holding its function. */
+static PyObject *op_dunders[3], *op_property_fields[3];
+
+static int load_op_names(void) {
+    static const char *const dunders[] = {"__get__", "__set__", "__delete__"};
+    static const char *const fields[] = {"fget", "fset", "fdel"};
+    if (op_property_fields[2]) return 0;
+    for (int op = 0; op < 3; op++) {
+        if (!op_dunders[op] && !(op_dunders[op] = PyUnicode_InternFromString(dunders[op])))
+            return -1;
+        if (!op_property_fields[op] &&
+            !(op_property_fields[op] = PyUnicode_InternFromString(fields[op])))
+            return -1;
+    }
+    return 0;
+}
+
+/* 1 if the descriptor type dt's dunder for `op` (__get__, __set__,
+ * __delete__) is a Python function that does not record itself; a slot of C
+ * code (of a static or a heap type: 3.12's _collections._tuplegetter is one)
+ * reads or writes the slot it describes. */
+static int python_slot(PyTypeObject *dt, int op) {
     if (!(dt->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 0;
-    PyObject *name = PyUnicode_InternFromString(dunder);
-    if (!name) return -1;
-    PyObject *f = cs_compat_type_lookup(dt, name); /* borrowed */
-    Py_DECREF(name);
+    PyObject *f = cs_compat_type_lookup(dt, op_dunders[op]); /* borrowed */
     return f && PyFunction_Check(f) && !is_instrumented_callable(f);
 }
 
@@ -1828,8 +1843,7 @@ static int python_slot(PyTypeObject *dt, const char *dunder) {
  * code, 2 a read of obj only (an Enum member's name / value), -1 error. */
 static int descriptor_runs(PyObject *obj, PyObject *d, int op) {
     PyTypeObject *dt = Py_TYPE(d);
-    static const char *const slot_names[] = {"__get__", "__set__", "__delete__"};
-    static const char *const property_fields[] = {"fget", "fset", "fdel"};
+    if (load_op_names() < 0) return -1;
     if (dynamic_attr_type && PyObject_TypeCheck(d, dynamic_attr_type) && op == AT_GET &&
         enum_type && PyObject_IsInstance(obj, enum_type) == 1) {
         PyObject *mod = PyObject_GetAttrString((PyObject *)dt, "__module__");
@@ -1842,15 +1856,15 @@ static int descriptor_runs(PyObject *obj, PyObject *d, int op) {
     }
     if (PyObject_TypeCheck(d, &PyProperty_Type)) {
         /* a subclass may run its own __get__ / __set__ / __delete__ */
-        int own = python_slot(dt, slot_names[op]);
+        int own = python_slot(dt, op);
         if (own) return own;
-        PyObject *f = PyObject_GetAttrString(d, property_fields[op]);
+        PyObject *f = PyObject_GetAttr(d, op_property_fields[op]);
         if (!f) return -1;
         int r = opaque_function(f);
         Py_DECREF(f);
         return r;
     }
-    return python_slot(dt, slot_names[op]);
+    return python_slot(dt, op);
 }
 
 /* 1 if name is in obj's instance dict, 0 if not (or obj has none), -1 on error. */
