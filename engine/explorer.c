@@ -45,6 +45,9 @@ struct cs_explorer {
     bool diverged;
     size_t div_step, div_enabled;
     cs_actor div_expected;
+    cs_divergence_kind div_kind;
+    bool div_has_access, div_missing;
+    cs_access div_access;
 
     cs__distinct fingerprints; /* exact, then a sketch: bounded memory */
     cs_stats stats;
@@ -314,6 +317,12 @@ int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
     return cs__trace_access_add(ex->trace, object, key, kind, site);
 }
 
+int cs_step_note(cs_explorer *ex, uint64_t note) {
+    if (!ex) return CS_EINVAL;
+    if (ex->phase != IN_STEP) return CS_ESTATE;
+    return cs__trace_note(ex->trace, note);
+}
+
 int cs_step_end(cs_explorer *ex) {
     if (!ex) return CS_EINVAL;
     if (ex->phase != IN_STEP) return CS_ESTATE;
@@ -375,10 +384,36 @@ void cs__explorer_count_deviation(cs_explorer *ex) { ex->stats.guide_deviations+
 int cs__explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
                          size_t n_enabled) {
     ex->diverged = true;
+    ex->div_kind = CS_DIVERGED_NOT_ENABLED;
+    ex->div_has_access = false;
     ex->div_step = step;
     ex->div_expected = expected;
     ex->div_enabled = n_enabled;
     return CS_EDIVERGED;
+}
+
+int cs__explorer_changed(cs_explorer *ex, size_t step, cs_actor actor,
+                         const cs_access *changed, bool missing) {
+    ex->diverged = true;
+    ex->div_kind = CS_DIVERGED_CHANGED;
+    ex->div_step = step;
+    ex->div_expected = actor;
+    ex->div_enabled = 0;
+    ex->div_has_access = changed != NULL;
+    ex->div_missing = missing;
+    if (changed) ex->div_access = *changed;
+    return CS_EDIVERGED;
+}
+
+int cs_divergence_detail(const cs_explorer *ex, cs_divergence_kind *kind, int *has_access,
+                         cs_access *access, int *missing) {
+    if (!ex) return CS_EINVAL;
+    if (!ex->diverged) return CS_ESTATE;
+    if (kind) *kind = ex->div_kind;
+    if (has_access) *has_access = ex->div_has_access;
+    if (access && ex->div_has_access) *access = ex->div_access;
+    if (missing) *missing = ex->div_has_access && ex->div_missing;
+    return CS_OK;
 }
 
 int cs_divergence(const cs_explorer *ex, size_t *step, cs_actor *expected,

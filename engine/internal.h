@@ -132,6 +132,8 @@ int cs__trace_step_begin(cs__trace *t, cs_actor actor, int64_t scheduled_by);
 int cs__trace_step_begin_after(cs__trace *t, cs_actor actor, size_t prefix);
 int cs__trace_access_add(cs__trace *t, uint64_t object, uint64_t key,
                         cs_access_kind kind, uint32_t site);
+/* Mixes a note into the open step's (see cs_step_note). */
+int cs__trace_note(cs__trace *t, uint64_t note);
 /* Records a clock advance between steps: later CS_AFTER_ALL steps happen
  * after every step recorded so far (see cs_clock_advance). */
 int cs__trace_barrier(cs__trace *t);
@@ -240,6 +242,11 @@ size_t cs__explorer_actor_count(const cs_explorer *ex);
  * cs_divergence can report it; returns CS_EDIVERGED for convenience. */
 int cs__explorer_diverged(cs_explorer *ex, size_t step, cs_actor expected,
                          size_t n_enabled);
+/* Records a CS_DIVERGED_CHANGED divergence of event `step` of `actor`; the
+ * differing access, if any (missing: made before, not now); returns
+ * CS_EDIVERGED. */
+int cs__explorer_changed(cs_explorer *ex, size_t step, cs_actor actor,
+                         const cs_access *changed, bool missing);
 /* A strategy that cuts an execution short as redundant (returning
  * CS_EBLOCKED from choose) counts it here. */
 void cs__explorer_count_blocked(cs_explorer *ex);

@@ -80,6 +80,11 @@ typedef struct {
     bool after_all;    /* scheduled_by == CS_AFTER_ALL */
     bool known;        /* false until the event has been observed or inserted;
                           an unknown event is dependent with everything */
+    bool ran;          /* it ran where it stands (after the same steps) in an
+                          earlier execution, and acc, sb_*, after_all and
+                          note are what it did then: replaying it must do
+                          the same (dpor_observe) */
+    uint64_t note;     /* cs_event.note: the work it started */
     bool exact;        /* its accesses are those it makes where it stands: it
                           has run there, or it was inserted as an event of
                           notdep(e, E) under nodes that are exact or matched by
@@ -241,6 +246,8 @@ typedef struct {
     uint32_t *vidx, *dlist; /* race(): v as trace indices; e' 's direct deps */
     bool *vremoved, *reach; /* race(): consumed elements; HB-before e' in v */
     size_t cap_v;      /* == cap_tev: capacity of vidx, dlist, vremoved, reach */
+    dacc *sorted;      /* first_difference(): both access lists, sorted */
+    size_t cap_sorted;
 } dpor_state;
 
 static int ensure_pos(dpor_state *s, size_t k) {
@@ -369,6 +376,7 @@ static void dpor_destroy(void *state) {
     node_free(s->root0);
     free(s->tev);
     free(s->tacc);
+    free(s->sorted);
     free(s->vidx);
     free(s->dlist);
     free(s->vremoved);
@@ -457,6 +465,8 @@ static int trace_wevent(const cs__trace *t, bool stable, size_t k, wevent *out,
     out->sb_step = 0;
     out->after_all = e.scheduled_by == CS_AFTER_ALL;
     out->known = true;
+    out->ran = false;
+    out->note = e.note;
     out->exact = true;
     out->anchor = ANCHOR_NOW;
     if (e.scheduled_by >= 0) {
@@ -514,6 +524,110 @@ static int grow_scratch(dpor_state *s, size_t n_ev, size_t n_acc) {
     return CS_OK;
 }
 
+/* ------------------------------------------------ replayed steps */
+
+static bool dacc_eq(const dacc *x, const dacc *y) {
+    return cs__objname_eq(&x->object, &y->object) && x->key == y->key &&
+           x->birth == y->birth && x->kind == y->kind && x->all == y->all;
+}
+
+#define CMP(a, b) ((a) < (b) ? -1 : (a) > (b))
+static int dacc_cmp(const void *p, const void *q) {
+    const dacc *x = p, *y = q;
+    int c;
+    if ((c = CMP(x->object.family, y->object.family))) return c;
+    if ((c = CMP(x->object.id, y->object.id))) return c;
+    if ((c = CMP(x->object.sub, y->object.sub))) return c;
+    if ((c = CMP(x->key, y->key))) return c;
+    if ((c = CMP(x->birth, y->birth))) return c;
+    if ((c = CMP(x->kind, y->kind))) return c;
+    return CMP(x->all, y->all);
+}
+#undef CMP
+
+/* Does `now`, a step replayed after the same steps as `before` ran after
+ * in an earlier execution, differ from it?  Accesses compare as multisets:
+ * the order a step makes them in may follow addresses (iterating a set of
+ * objects, the as_completed idiom's callbacks) where what it touches does
+ * not.  On a difference of accesses *diff is one: of `now` if it has one
+ * `before` lacks (*missing = false, *diff_index its index in now.acc),
+ * else of `before` (*missing = true). */
+static int first_difference(dpor_state *s, const wevent *before, const wevent *now,
+                            bool *differs, const dacc **diff, size_t *diff_index,
+                            bool *missing) {
+    *differs = false;
+    *diff = NULL;
+    bool same_order = before->n_acc == now->n_acc;
+    for (uint32_t i = 0; same_order && i < now->n_acc; i++)
+        same_order = dacc_eq(&before->acc[i], &now->acc[i]);
+    if (!same_order) {
+        size_t n = (size_t)before->n_acc + now->n_acc;
+        if (n > s->cap_sorted) {
+            size_t ncap = s->cap_sorted ? s->cap_sorted : 64;
+            while (ncap < n) ncap *= 2;
+            dacc *a = realloc(s->sorted, ncap * sizeof *a);
+            if (!a) return CS_ENOMEM;
+            s->sorted = a;
+            s->cap_sorted = ncap;
+        }
+        dacc *b = s->sorted, *w = s->sorted + before->n_acc;
+        if (before->n_acc) memcpy(b, before->acc, before->n_acc * sizeof *b);
+        if (now->n_acc) memcpy(w, now->acc, now->n_acc * sizeof *w);
+        qsort(b, before->n_acc, sizeof *b, dacc_cmp);
+        qsort(w, now->n_acc, sizeof *w, dacc_cmp);
+        const dacc *extra = NULL, *lost = NULL;
+        uint32_t i = 0, j = 0;
+        while (!extra && (i < before->n_acc || j < now->n_acc)) {
+            int c = i == before->n_acc ? 1 : j == now->n_acc ? -1 : dacc_cmp(&b[i], &w[j]);
+            if (c == 0) i++, j++;
+            else if (c > 0) extra = &w[j++];
+            else {
+                if (!lost) lost = &b[i];
+                i++;
+            }
+        }
+        if (extra) {
+            for (uint32_t k = 0; k < now->n_acc; k++)
+                if (dacc_eq(&now->acc[k], extra)) {
+                    *diff = &now->acc[k];
+                    *diff_index = k;
+                    break;
+                }
+            *missing = false;
+        } else if (lost) {
+            *diff = lost;
+            *missing = true;
+        }
+        if (*diff) {
+            *differs = true;
+            return CS_OK;
+        }
+    }
+    *differs = before->sb_actor != now->sb_actor || before->sb_step != now->sb_step ||
+               before->after_all != now->after_all || before->note != now->note;
+    return CS_OK;
+}
+
+/* The step at `index` did not do what it did when it ran there before:
+ * reported as a CS_DIVERGED_CHANGED divergence. */
+static int replay_changed(cs_explorer *ex, const cs__trace *t, const cs_event *e,
+                          size_t index, const dacc *diff, size_t diff_index, bool missing) {
+    cs_access a;
+    if (!diff) return cs__explorer_changed(ex, index, e->actor, NULL, false);
+    if (!missing) {
+        int rc = cs__trace_get_access(t, e->first_access + diff_index, &a);
+        if (rc) return rc;
+    } else {
+        /* made before, not now: its name is all that is left of it (an
+         * object id only if the name is one) */
+        uint64_t object = diff->all                                   ? CS_OBJECT_ALL
+                          : diff->object.family == CS__NAME_STABLE ? diff->object.id
+                                                                    : 0;
+        a = (cs_access){object, diff->key, 0, diff->kind};
+    }
+    return cs__explorer_changed(ex, index, e->actor, &a, missing);
+}
+
 static int dpor_observe(cs_explorer *ex, void *state, size_t index) {
     dpor_state *s = state;
     const cs__trace *t = cs__explorer_trace(ex);
@@ -528,6 +642,27 @@ static int dpor_observe(cs_explorer *ex, void *state, size_t index) {
     wevent now;
     if ((rc = trace_wevent(t, s->stable_objects, index, &now, s->tacc))) return rc;
     now.anchor = (uint32_t)index; /* the node lives under this stack prefix */
+    bool changed = false, missing = false;
+    const dacc *diff = NULL;
+    size_t diff_index = 0;
+    if (c->ev.ran &&
+        (rc = first_difference(s, &c->ev, &now, &changed, &diff, &diff_index, &missing)))
+        return rc;
+    if (changed) {
+        /* reported before the node takes the new accesses (diff may point
+         * into the node's): the execution is then aborted, and its prefix
+         * and tree stay as they were */
+        rc = replay_changed(ex, t, &e, index, diff, diff_index, missing);
+        s->diverged_now = true;
+        s->depth++;
+        if (ensure_pos(s, index + 1)) return CS_ENOMEM;
+        if (index + 1 > s->branch) {
+            s->pos[index + 1].root = c;
+            s->pos[index + 1].n_sleep = 0;
+        }
+        return rc;
+    }
+    now.ran = true;
     if (c->ev.known && c->ev.n_acc >= now.n_acc && (c->ev.acc || now.n_acc == 0)) {
         /* the node now describes the event as it really ran (usually the
          * same accesses: reuse the array) */

@@ -157,6 +157,7 @@ typedef struct {
     uint32_t actor_step;
     int64_t scheduled_by;
     uint32_t first_access, n_accesses;
+    uint64_t note;                 /* cs__trace_note's mix; 0: none */
     uint32_t clock;                /* root node of its clock trie, 0 = empty */
     uint8_t clock_h;               /* the trie's height (chains < 16^h) */
     uint32_t chain, chain_pos;     /* chain_pos >= 1 */
@@ -747,6 +748,15 @@ int cs__trace_access_add(cs__trace *t, uint64_t object, uint64_t key,
     return CS_OK;
 }
 
+int cs__trace_note(cs__trace *t, uint64_t note) {
+    if (!t) return CS_EINVAL;
+    if (!t->open) return CS_ESTATE;
+    event *e = &t->ev[t->len];
+    /* order-sensitive: the mix of the notes so far is mixed again with each */
+    e->note = cs__mix64(e->note ^ cs__mix64(note + 0x6e6f746573ULL)) | 1;
+    return CS_OK;
+}
+
 static int cmp_u64(const void *x, const void *y) {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return (a > b) - (a < b);
@@ -1142,6 +1152,7 @@ int cs__trace_get_event(const cs__trace *t, size_t index, cs_event *out) {
     out->scheduled_by = e->scheduled_by;
     out->first_access = e->first_access;
     out->n_accesses = e->n_accesses;
+    out->note = e->note;
     return CS_OK;
 }
 

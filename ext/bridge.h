@@ -88,6 +88,10 @@ int cs_hooks_sweep(void);
 /* While set (loop.c, a gather() callback's step), record() drops plain reads: see
  * record_shared_state. */
 extern int cs_hooks_quiet_reads;
+/* hooks.c: the note (cs_step_note) of an actor the open step starts: a task (its coroutine's
+ * code and frame values) or a callback with its arguments (task NULL).  0, or -1 with an
+ * exception. */
+int cs_hooks_actor_note(PyObject *task, PyObject *callback, PyObject *args, uint64_t *out);
 
 /* loop.c: the actor of the step a LoopCore is running on this thread: 1 with *out set, 0 when
  * no LoopCore's steps run on this thread or no actor's step is open.  What

@@ -483,6 +483,24 @@ static PyObject *Explorer_divergence(ExplorerObject *self, PyObject *Py_UNUSED(i
     size_t step, n_enabled;
     cs_actor expected;
     if (cs_divergence(self->ex, &step, &expected, &n_enabled) != CS_OK) Py_RETURN_NONE;
+    cs_divergence_kind kind;
+    int has_access = 0, missing = 0;
+    cs_access acc;
+    if (cs_divergence_detail(self->ex, &kind, &has_access, &acc, &missing) == CS_OK &&
+        kind == CS_DIVERGED_CHANGED) {
+        PyObject *access = Py_None;
+        Py_INCREF(access);
+        if (has_access) {
+            Py_SETREF(access, Py_BuildValue("{sKsKsisIsO}", "object",
+                                            (unsigned long long)acc.object, "key",
+                                            (unsigned long long)acc.key, "kind", (int)acc.kind,
+                                            "site", (unsigned)acc.site, "missing",
+                                            missing ? Py_True : Py_False));
+            if (!access) return NULL;
+        }
+        return Py_BuildValue("{snsIsssN}", "step", (Py_ssize_t)step, "actor", (unsigned)expected,
+                             "kind", "changed", "access", access);
+    }
     PyObject *exp = actor_or_none(expected);
     if (!exp) return NULL;
     return Py_BuildValue("{snsNsn}", "step", (Py_ssize_t)step, "expected", exp,
@@ -919,7 +937,8 @@ static PyMethodDef Explorer_methods[] = {
     {"end", (PyCFunction)Explorer_end, METH_O, "end(outcome): end the execution"},
     {"stats", (PyCFunction)Explorer_stats, METH_NOARGS, "stats() -> dict"},
     {"divergence", (PyCFunction)Explorer_divergence, METH_NOARGS,
-     "divergence() -> {'step', 'expected', 'enabled'} | None"},
+     "divergence() -> {'step', 'expected', 'enabled'} | {'step', 'actor', 'kind': 'changed', "
+     "'access': {'object', 'key', 'kind', 'site', 'missing'} | None} | None"},
     {"trace", (PyCFunction)Explorer_trace, METH_NOARGS,
      "trace() -> list[Event] of the current (or last) execution"},
     {"happens_before", FASTCALL(Explorer_happens_before),

@@ -52,6 +52,7 @@
 #include <structmember.h>
 #define Py_T_OBJECT_EX T_OBJECT_EX
 #endif
+#include <ctype.h>
 #include <stdbool.h>
 
 #include <stdint.h>
@@ -3497,6 +3498,165 @@ static PyObject *h_fw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     p->site = Py_NewRef(a[1]);
     p->vectorcall = cp_vectorcall;
     return (PyObject *)p;
+}
+
+/* ------------------------------------------------ notes of actors
+ *
+ * What a step starts -- a task of a coroutine, a callback -- is part of what
+ * the step did, as its accesses are: DPOR compares both when it replays a
+ * step after the same steps as in an earlier execution (cs_step_note), so
+ * that a program that starts other work under the same schedule is reported
+ * as nondeterministic instead of explored as if it were the same.  A note
+ * must be equal for equal work in every execution, so it takes nothing that
+ * differs between executions of a deterministic program: no address, no
+ * str hash (randomized per process, and --jobs may use processes), no name
+ * made from a process-wide counter or an address (asyncio's "Task-12",
+ * a repr's "0x7f..."); an object counts by its canonical id (equal in every
+ * execution that names it the same way, see "canonical identities") or, not
+ * named yet, by its type.  What it cannot tell apart it notes alike: a note
+ * may miss a difference, never invent one. */
+
+static uint64_t note_mix(uint64_t h, uint64_t v) { return mix64(h ^ mix64(v + 0x9e3779b97f4a7c15ULL)); }
+
+static uint64_t bytes_note(const char *p, Py_ssize_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t cstr_note(const char *p) { return p ? bytes_note(p, (Py_ssize_t)strlen(p)) : 0; }
+
+/* Does the text hold something that differs between executions of the same
+ * program: asyncio's default task name ("Task-" and digits: a process-wide
+ * count) or an address ("0x" and at least 8 hex digits, as reprs print)? */
+static bool volatile_text(const char *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i + 5 < n; i++)
+        if (!memcmp(p + i, "Task-", 5) && p[i + 5] >= '0' && p[i + 5] <= '9') return true;
+    for (Py_ssize_t i = 0; i + 2 < n; i++) {
+        if (p[i] != '0' || p[i + 1] != 'x') continue;
+        Py_ssize_t k = i + 2;
+        while (k < n && isxdigit((unsigned char)p[k])) k++;
+        if (k - (i + 2) >= 8) return true;
+    }
+    return false;
+}
+
+static uint64_t text_note(PyObject *s) {
+    Py_ssize_t n;
+    const char *p = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!p) {
+        PyErr_Clear();
+        return 0x737472ULL;
+    }
+    return volatile_text(p, n) ? 0x737472ULL : bytes_note(p, n);
+}
+
+/* A code object by where it is: its qualified name, file and first line. */
+static uint64_t code_note(PyObject *code) {
+    uint64_t h = text_note(cs_compat_code_filename(code));
+    PyObject *qual = PyObject_GetAttrString(code, "co_qualname");
+    PyObject *line = qual ? PyObject_GetAttrString(code, "co_firstlineno") : NULL;
+    if (qual && PyUnicode_Check(qual)) h = note_mix(h, text_note(qual));
+    if (line && PyLong_Check(line)) h = note_mix(h, (uint64_t)PyLong_AsLongLong(line));
+    Py_XDECREF(qual);
+    Py_XDECREF(line);
+    PyErr_Clear();
+    return h;
+}
+
+static uint64_t value_note(PyObject *o, int depth);
+
+/* A coroutine (or generator) by its code and the values its frame holds:
+ * before it starts, its arguments. */
+static uint64_t frame_holder_note(PyObject *o, int depth) {
+    PyObject *code = PyObject_GetAttrString(o, PyCoro_CheckExact(o) ? "cr_code" : "gi_code");
+    PyObject *frame = code ? PyObject_GetAttrString(o, PyCoro_CheckExact(o) ? "cr_frame"
+                                                                           : "gi_frame")
+                           : NULL;
+    uint64_t h = 0x636f726fULL;
+    if (code && PyCode_Check(code)) h = note_mix(h, code_note(code));
+    if (frame && PyFrame_Check(frame)) {
+        PyObject *locals = PyFrame_GetLocals((PyFrameObject *)frame);
+        PyObject *items = locals ? PyMapping_Items(locals) : NULL;
+        if (items && PyList_Check(items)) {
+            /* in the order of the code's variables, the same every time */
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items) && i < 32; i++) {
+                PyObject *kv = PyList_GET_ITEM(items, i);
+                if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) continue;
+                h = note_mix(h, value_note(PyTuple_GET_ITEM(kv, 0), depth + 1));
+                h = note_mix(h, value_note(PyTuple_GET_ITEM(kv, 1), depth + 1));
+            }
+        }
+        Py_XDECREF(items);
+        Py_XDECREF(locals);
+    }
+    Py_XDECREF(frame);
+    Py_XDECREF(code);
+    PyErr_Clear();
+    return h;
+}
+
+static uint64_t value_note(PyObject *o, int depth) {
+    PyTypeObject *t = Py_TYPE(o);
+    if (o == Py_None) return 0x4e6f6e65ULL;
+    if (PyBool_Check(o)) return o == Py_True ? 0x74727565ULL : 0x66616c73ULL;
+    if (t == &PyLong_Type) {
+        Py_hash_t h = PyObject_Hash(o); /* ints hash the same in every process */
+        if (h == -1) PyErr_Clear();
+        return note_mix(0x696e74ULL, (uint64_t)h);
+    }
+    if (t == &PyFloat_Type) {
+        double d = PyFloat_AS_DOUBLE(o);
+        uint64_t bits;
+        memcpy(&bits, &d, sizeof bits);
+        return note_mix(0x666c74ULL, bits);
+    }
+    if (t == &PyUnicode_Type) return note_mix(0x737472ULL, text_note(o));
+    if (t == &PyBytes_Type) {
+        const char *p = PyBytes_AS_STRING(o);
+        Py_ssize_t n = PyBytes_GET_SIZE(o);
+        return note_mix(0x627974ULL, volatile_text(p, n) ? 0 : bytes_note(p, n));
+    }
+    if (depth > 3) return cstr_note(t->tp_name);
+    if (t == &PyTuple_Type) {
+        uint64_t h = note_mix(0x747570ULL, (uint64_t)PyTuple_GET_SIZE(o));
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o) && i < 16; i++)
+            h = note_mix(h, value_note(PyTuple_GET_ITEM(o, i), depth + 1));
+        return h;
+    }
+    if (PyFunction_Check(o)) return note_mix(0x66756eULL, code_note(PyFunction_GET_CODE(o)));
+    if (PyMethod_Check(o))
+        return note_mix(value_note(PyMethod_GET_FUNCTION(o), depth + 1),
+                        value_note(PyMethod_GET_SELF(o), depth + 1));
+    if (PyCFunction_Check(o)) {
+        PyObject *self = PyCFunction_GET_SELF(o);
+        uint64_t h = note_mix(0x63666eULL, cstr_note(cs_compat_cfunction_name(o)));
+        return self ? note_mix(h, value_note(self, depth + 1)) : h;
+    }
+    if (PyCoro_CheckExact(o) || PyGen_CheckExact(o)) return frame_holder_note(o, depth);
+    id_slot *slot = id_find(holder_of(o));
+    if (slot) return note_mix(0x636964ULL, slot->cid);
+    return cstr_note(t->tp_name);
+}
+
+int cs_hooks_actor_note(PyObject *task, PyObject *callback, PyObject *args, uint64_t *out) {
+    uint64_t h;
+    if (task) {
+        PyObject *coro = PyObject_CallMethod(task, "get_coro", NULL);
+        if (!coro) {
+            PyErr_Clear();
+            h = note_mix(0x7461736bULL, cstr_note(Py_TYPE(task)->tp_name));
+        } else {
+            h = note_mix(0x7461736bULL, value_note(coro, 0));
+            Py_DECREF(coro);
+        }
+    } else {
+        h = note_mix(0x63616c6cULL, callback ? value_note(callback, 0) : 0);
+        if (args && PyTuple_Check(args)) h = note_mix(h, value_note(args, 0));
+    }
+    if (PyErr_Occurred()) return -1;
+    *out = h;
+    return 0;
 }
 
 /* ------------------------------------------------ driver-facing functions */

@@ -575,6 +575,16 @@ static int chain_join(LoopCoreObject *self, cs_actor a, PyObject *cb) {
     return has < 0 ? -1 : 0;
 }
 
+/* The step that schedules h started the work h is (a task's first step, a callback): its note
+ * (cs_hooks_actor_note) is part of what the step did (cs_step_note). */
+static int note_started(LoopCoreObject *self, PyObject *task, HandleObject *h) {
+    if (!recording(self)) return 0;
+    uint64_t note;
+    if (cs_hooks_actor_note(task, task ? NULL : h->callback, task ? NULL : h->args, &note) < 0)
+        return -1;
+    return cs_py_check(cs_step_note(self->ex, note));
+}
+
 static int assign_actor(LoopCoreObject *self, HandleObject *h) {
     PyObject *task = cs_compat_task_of_step(h->callback);
     cs_actor a;
@@ -594,11 +604,13 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
         Py_XSETREF(s->name, nm);
         s->kind = 1;
         if (tmap_put(self, task, a) < 0) return -1;
+        if (note_started(self, task, h) < 0) return -1;
     } else if (!h->is_timer && self->chain_actor != CS_NO_ACTOR &&
                self->chain_event == self->cur_event) {
         /* a later call_soon of the step that started the chain: FIFO behind it */
         a = self->chain_actor;
         if (chain_join(self, a, h->callback) < 0) return -1;
+        if (note_started(self, NULL, h) < 0) return -1;
     } else {
         if (intern_child(self, &a) < 0) return -1;
         actor_slot *s = &self->actors[a];
@@ -613,6 +625,7 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
             self->chain_event = self->cur_event;
             self->chain_len = 1;
         }
+        if (note_started(self, NULL, h) < 0) return -1;
     }
     h->actor = a;
     return 0;

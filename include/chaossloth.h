@@ -259,6 +259,14 @@ int cs_clock_advance(cs_explorer *ex);
 int cs_step_begin_after(cs_explorer *ex, cs_actor actor, size_t prefix);
 int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
                      cs_access_kind kind, uint32_t site);
+/* Mixes `note` into the open step's note (cs_event.note; order matters):
+ * what the step did that is not an access -- the work it started (a task's
+ * coroutine and arguments, a callback) -- so that a strategy replaying the
+ * step can tell that it did something else than before (DPOR does: see
+ * cs_divergence_detail).  Equal work must give equal notes in every
+ * execution; anything that may differ between executions (addresses) must
+ * stay out of it. */
+int cs_step_note(cs_explorer *ex, uint64_t note);
 int cs_step_end(cs_explorer *ex);
 
 /* Outcome flags of an execution, as judged by the front end's oracles. */
@@ -278,6 +286,27 @@ int cs_execution_end(cs_explorer *ex, int outcome);
  * Returns CS_ESTATE if nothing diverged. */
 int cs_divergence(const cs_explorer *ex, size_t *step, cs_actor *expected,
                   size_t *n_enabled);
+
+/* How an execution diverged:
+ *   NOT_ENABLED: the prescribed actor could not run (cs_choose);
+ *   CHANGED: DPOR replayed a step after the same steps as in an earlier
+ *     execution, and it made other accesses, was scheduled by another step,
+ *     or carries another note (cs_step_note) than it did then.  The
+ *     program does not behave the same under the same schedule, so what
+ *     was explored so far may not be what will run: the exploration cannot
+ *     be complete.  cs_divergence's `step` is the replayed step (ended: it
+ *     is in the trace), `expected` its actor, `n_enabled` 0. */
+typedef enum { CS_DIVERGED_NOT_ENABLED = 0, CS_DIVERGED_CHANGED = 1 } cs_divergence_kind;
+
+/* The kind of the last divergence and, for CHANGED, an access that differs
+ * (*has_access = 1): one the step made now and not before (*missing = 0, an
+ * access of the trace), or one it made before and not now (*missing = 1:
+ * its key and kind as recorded then, site 0, and its object id if it was
+ * named by its id (CS_ID_STABLE or CS_OBJECT_ALL), else 0).
+ * *has_access = 0 when only the scheduling step or the note differs.
+ * Returns CS_ESTATE if nothing diverged. */
+int cs_divergence_detail(const cs_explorer *ex, cs_divergence_kind *kind, int *has_access,
+                         cs_access *access, int *missing);
 
 typedef struct {
     uint64_t executions;      /* executions ended (all outcomes) */
@@ -344,6 +373,7 @@ typedef struct {
     int64_t scheduled_by;    /* event index, or -1 */
     uint32_t first_access;   /* index into the execution's access array */
     uint32_t n_accesses;
+    uint64_t note;           /* cs_step_note's mix of the step's notes; 0: none */
 } cs_event;
 
 size_t cs_trace_length(const cs_explorer *ex);

@@ -642,6 +642,16 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
                 enabled=enabled,
             )
         step, expected = div.get("step"), div.get("expected")
+        if div.get("kind") == "changed":
+            # a replayed step did other things than when it ran after the same steps before;
+            # the runner words it (runner.divergence_text), with the actor table it keeps
+            actor = div.get("actor")
+            name = self._cs_actor_name(actor) if isinstance(actor, int) else "a step"
+            return ScheduleDivergedError(
+                f"at step {step}, {name} did not do what it did after the same steps in an "
+                "earlier execution.",
+                step=step,
+            )
         exp_name = self._cs_actor_name(expected) if expected is not None else "?"
         return ScheduleDivergedError(
             f"the schedule diverged at step {step}: it prescribes {exp_name}, which is not "

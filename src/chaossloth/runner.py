@@ -46,7 +46,7 @@ from typing import Any
 
 from chaossloth import _core, collector, compat, serial
 from chaossloth import errors as _errors
-from chaossloth.capture import importer, sync
+from chaossloth.capture import importer, sites, sync
 from chaossloth.config import DEFAULT_TIME_LIMIT, DEFAULTS, SENTINEL_MIN_EXECUTIONS, Config
 from chaossloth.loop import ControlledLoop
 
@@ -919,6 +919,8 @@ class _Driver:
     def _divergence(self, exc: BaseException, loop: Any) -> dict[str, Any]:
         d = self.explorer.divergence() or {}
         info: dict[str, Any] = dict(d)
+        if d.get("kind") == "changed":
+            return self._changed(info, loop)
         info["message"] = str(exc)
         enabled = loop._cs_div_enabled
         if isinstance(enabled, (list, tuple)):
@@ -945,6 +947,23 @@ class _Driver:
                 except ValueError:
                     names.append(str(a))
             info["enabled_names"] = names
+        return info
+
+    def _changed(self, info: dict[str, Any], loop: Any) -> dict[str, Any]:
+        """A DPOR replayed step that did not do what it did before (Explorer.divergence's
+        kind "changed"): its actor named, the access that differs located."""
+        actor = info.get("actor")
+        if isinstance(actor, int):
+            self._learn_actors(loop, [actor])
+            try:
+                info["actor_name"] = self.names.name(actor)
+            except ValueError:  # an actor id the table does not know: left unnamed
+                pass
+        access = info.get("access")
+        if isinstance(access, dict) and not access.get("missing") and access.get("site"):
+            site = int(access["site"])
+            info["access_text"] = f"{sites.resource_name(site)} at {sites.location(site)}"
+        info["message"] = divergence_text(info)
         return info
 
     def _cancel_leftovers(self, loop: Any, tasks: list[Any]) -> None:
@@ -1199,6 +1218,8 @@ def _run_oracle(
 
 def divergence_text(d: dict[str, Any], n_steps: int | None = None) -> str:
     """One sentence: at which step a schedule diverged and what differed."""
+    if d.get("kind") == "changed":
+        return _changed_text(d)
     if "expected" not in d and "expected_name" not in d and d.get("message"):
         return str(d["message"])
     step = d.get("step", "?")
@@ -1221,6 +1242,26 @@ def divergence_text(d: dict[str, Any], n_steps: int | None = None) -> str:
     return (
         f"at step {step}{of} the schedule expects {expected_name} to run, but it is not "
         f"enabled ({_enabled_text(enabled)})"
+    )
+
+
+def _changed_text(d: dict[str, Any]) -> str:
+    actor = d.get("actor_name") or f"actor {d.get('actor', '?')}"
+    access = d.get("access")
+    if d.get("access_text"):
+        what = f"made an access it had not made then ({d['access_text']})"
+    elif isinstance(access, dict) and access.get("missing"):
+        what = "did not make an access it had made then"
+    elif isinstance(access, dict):
+        what = "made an access it had not made then"
+    else:
+        what = (
+            "started other work (another coroutine or callback, or other arguments) or was "
+            "made runnable by another step"
+        )
+    return (
+        f"at step {d.get('step', '?')}, {actor} ran after the same steps as in an earlier "
+        f"execution but {what}"
     )
 
 

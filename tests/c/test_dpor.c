@@ -412,6 +412,114 @@ static void test_divergence_reported(void) {
     cs_explorer_free(ex);
 }
 
+/* Replayed steps must do what they did: c runs first (it conflicts with
+ * nothing), then a and b race on x, so the second execution replays c
+ * before reversing them.  `mode` changes what c does in that replay:
+ * 0 the same, 1 the same accesses in another order (not a change: an order
+ * may follow addresses), 2 one more access, 3 another note, 4 one access
+ * fewer, 5 another scheduling step. */
+static void replay_with(int mode) {
+    cs_config cfg;
+    cs_config_init(&cfg, CS_STRATEGY_DPOR);
+    cs_explorer *ex = NULL;
+    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
+    cs_actor a, b, c;
+    cs_actor_intern(ex, CS_NO_ACTOR, 0, &c);
+    cs_actor_intern(ex, CS_NO_ACTOR, 1, &a);
+    cs_actor_intern(ex, CS_NO_ACTOR, 2, &b);
+    const cs_access_kind w = (cs_access_kind)(CS_WRITE | CS_ID_STABLE);
+    int more = 0, st = CS_OK, first_st = CS_OK;
+    for (int run = 0;; run++) {
+        CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+        if (run < 2) CHECK_EQ(more, 1);
+        if (!more) break;
+        st = CS_OK;
+        cs_actor en[3] = {c, a, b};
+        size_t n = 3;
+        for (int k = 0; k < 3 && st == CS_OK; k++) {
+            size_t pick;
+            CHECK_EQ(cs_choose(ex, en, n, &pick), CS_OK);
+            cs_actor who = en[pick];
+            int m = run == 1 && who == c ? mode : 0;
+            CHECK_EQ(cs_step_begin(ex, who, m == 5 ? CS_AFTER_ALL : CS_SCHEDULED_BY_NONE), CS_OK);
+            if (who == c) {
+                cs_access_record(ex, m == 1 ? 11 : 10, 1, w, 0);
+                if (m != 4) cs_access_record(ex, m == 1 ? 10 : 11, 1, w, 0);
+                if (m == 2) cs_access_record(ex, 12, 1, w, 3);
+                cs_step_note(ex, m == 3 ? 8 : 7);
+            } else {
+                cs_access_record(ex, 20, 1, w, 0);
+            }
+            st = cs_step_end(ex);
+            for (size_t i = pick; i + 1 < n; i++) en[i] = en[i + 1];
+            n--;
+        }
+        if (run == 0) CHECK_EQ(st, CS_OK);
+        if (run == 1) first_st = st;
+        CHECK_EQ(cs_execution_end(ex, st == CS_OK ? CS_OUTCOME_OK : CS_OUTCOME_ABORTED),
+                 CS_OK);
+        if (run == 1 && st != CS_OK) {
+            /* the divergence stands until the next execution begins */
+            break;
+        }
+    }
+    st = first_st;
+    cs_divergence_kind kind = CS_DIVERGED_NOT_ENABLED;
+    int has_access = -1, missing = -1;
+    cs_access acc = {0};
+    size_t step = 99, n_en = 99;
+    cs_actor actor = CS_NO_ACTOR;
+    if (mode == 0 || mode == 1) {
+        CHECK_EQ(st, CS_OK);
+        CHECK_EQ(cs_divergence_detail(ex, &kind, &has_access, &acc, &missing), CS_ESTATE);
+        cs_stats stats;
+        cs_explorer_stats(ex, &stats);
+        CHECK_EQ(stats.complete, 1);
+        CHECK_EQ(stats.executions, 2);
+    } else {
+        CHECK_EQ(st, CS_EDIVERGED);
+        CHECK_EQ(cs_divergence(ex, &step, &actor, &n_en), CS_OK);
+        CHECK_EQ(step, 0);
+        CHECK_EQ(actor, c);
+        CHECK_EQ(n_en, 0);
+        CHECK_EQ(cs_divergence_detail(ex, &kind, &has_access, &acc, &missing), CS_OK);
+        CHECK_EQ(kind, CS_DIVERGED_CHANGED);
+        CHECK_EQ(has_access, mode == 2 || mode == 4);
+        if (mode == 2) {
+            CHECK_EQ(missing, 0);
+            CHECK_EQ(acc.object, 12);
+            CHECK_EQ(acc.site, 3);
+        }
+        if (mode == 4) {
+            CHECK_EQ(missing, 1);
+            CHECK_EQ(acc.object, 11);
+        }
+        /* the rest of the exploration runs, and is not complete */
+        while (cs_execution_begin(ex, &more) == CS_OK && more) {
+            cs_actor en[3] = {c, a, b};
+            size_t n = 3;
+            while (n) {
+                size_t pick;
+                if (cs_choose(ex, en, n, &pick) != CS_OK) break;
+                cs_step_begin(ex, en[pick], CS_SCHEDULED_BY_NONE);
+                cs_access_record(ex, en[pick] == c ? 10 : 20, 1, w, 0);
+                if (cs_step_end(ex) != CS_OK) break;
+                for (size_t i = pick; i + 1 < n; i++) en[i] = en[i + 1];
+                n--;
+            }
+            cs_execution_end(ex, n ? CS_OUTCOME_ABORTED : CS_OUTCOME_OK);
+        }
+        cs_stats stats;
+        cs_explorer_stats(ex, &stats);
+        CHECK_EQ(stats.complete, 0);
+    }
+    cs_explorer_free(ex);
+}
+
+static void test_replayed_step_changed(void) {
+    for (int mode = 0; mode <= 5; mode++) replay_with(mode);
+}
+
 /* Timers in strict mode (CS_AFTER_ALL) are never reordered. */
 static void test_after_all(void) {
     cs_config cfg;
@@ -943,7 +1051,7 @@ static void test_deep_tree_dropped_when_cut_short(void) {
 
 #define TESTS(X)                                                               \
     X(test_readers_count) X(test_scheduled_by_not_reversed)                    \
-    X(test_divergence_reported) X(test_after_all)                              \
+    X(test_divergence_reported) X(test_replayed_step_changed) X(test_after_all)                              \
     X(test_data_dependent_steps_one_execution_per_trace)                       \
     X(test_soundness_and_optimality_rw) X(test_soundness_with_locks)           \
     X(test_soundness_with_per_execution_ids)                                   \
