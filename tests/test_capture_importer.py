@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,7 @@ def reset_module(tmp_path: Path) -> Any:
     importer.begin_program()
     try:
         mod = load_file(f)
+        importer.program_loaded()
         yield mod
     finally:
         importer.end_program()
@@ -155,3 +157,84 @@ def test_reset_skips_the_rebinding_pass_when_nothing_was_rebound(
     assert full == ["class", "globals"] and not hasattr(reset_module, "ADDED")
     importer.reset_modules()
     assert full == ["class", "globals"]
+
+
+IMPORT_OBJECTS_MODULE = """\
+import asyncio
+import collections
+import types
+
+
+class Cache:
+    def __init__(self):
+        self.entries = {}
+        self.lock = asyncio.Lock()
+        self.hits = 0
+
+
+class Service:
+    shared_lock = asyncio.Lock()  # a class attribute made at import
+
+
+CACHE = Cache()
+QUEUE = asyncio.Queue()
+CONDITION = asyncio.Condition()
+RECENT = collections.deque(maxlen=3)
+LIBRARY_OBJECT = types.SimpleNamespace(n=0)  # a library class's instance: not reset
+"""
+
+REGISTRY_MODULE = "HANDLERS = {}\n\ndef register(name):\n    def deco(fn):\n        HANDLERS[name] = fn\n        return fn\n    return deco\n"
+HANDLERS_MODULE = (
+    "import user_registry_mod as r\n\n@r.register('ping')\ndef ping():\n    return 'pong'\n"
+)
+
+
+def test_reset_puts_back_objects_made_at_import(tmp_path: Path) -> None:
+    """Instances of the program's classes and asyncio's primitives made at import (a module's
+    globals, a class attribute, an object's attributes) get their attributes back, so a lock or
+    queue an execution bound to its loop starts unbound again; a registry another module fills
+    at import keeps what the imports put in it; a library class's instance is left alone."""
+    (tmp_path / "user_registry_mod.py").write_text(REGISTRY_MODULE)
+    (tmp_path / "user_handlers_mod.py").write_text(HANDLERS_MODULE)
+    f = tmp_path / "user_objects_mod.py"
+    f.write_text(IMPORT_OBJECTS_MODULE + "import user_handlers_mod\n")
+    sys.path.insert(0, str(tmp_path))
+    finder = install(paths=[str(tmp_path)])
+    importer.begin_program()
+    try:
+        mod = load_file(f)
+        importer.program_loaded()  # what scenario.load_instrumented does once the file ran
+        registry = sys.modules["user_registry_mod"]
+        assert list(registry.HANDLERS) == ["ping"]
+
+        async def use() -> None:
+            async with mod.CACHE.lock:
+                mod.CACHE.entries["k"] = 1
+                mod.CACHE.hits += 1
+                mod.CACHE.extra = True
+            await mod.QUEUE.put(1)
+            async with mod.CONDITION:
+                mod.CONDITION.notify_all()
+            async with mod.Service.shared_lock:
+                pass
+            mod.RECENT.append(1)
+            mod.LIBRARY_OBJECT.n += 1
+            registry.HANDLERS["late"] = None
+
+        for run in range(3):
+            asyncio.run(use())  # a fresh loop each time, as every execution has
+            importer.reset_modules()
+            assert mod.CACHE.entries == {} and mod.CACHE.hits == 0
+            assert not hasattr(mod.CACHE, "extra")
+            assert mod.QUEUE.qsize() == 0 and not mod.QUEUE._unfinished_tasks
+            assert mod.CACHE.lock._loop is None and mod.QUEUE._loop is None
+            assert mod.Service.shared_lock._loop is None and mod.CONDITION._loop is None
+            assert list(mod.RECENT) == [] and mod.RECENT.maxlen == 3
+            assert mod.LIBRARY_OBJECT.n == run + 1
+            assert list(registry.HANDLERS) == ["ping"]
+    finally:
+        importer.end_program()
+        uninstall(finder)
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith("user_")]:
+            del sys.modules[name]

@@ -544,16 +544,14 @@ def test_every_execution_starts_from_the_initial_state(tmp_path: Path) -> None:
     assert "PASS" in r.stdout
 
 
-# state an execution changes that is not put back: an instance made at import, os.environ
+# state an execution changes that is not put back: an instance of a library's class made at
+# import (the program's own classes' instances are put back), os.environ
 CARRY_OVER = {
     "instance": """
 import asyncio
+import types
 
-class Counter:
-    def __init__(self):
-        self.runs = 0
-
-COUNTER = Counter()
+COUNTER = types.SimpleNamespace(runs=0)
 
 async def main():
     async def bump():
@@ -591,6 +589,87 @@ def test_state_carried_over_between_executions_is_an_input_problem(
     line = one_error_line(r)
     assert "state carries over from one execution to the next" in line, line
     assert ("COUNTER.runs (carry.py:" if where == "instance" else "os.environ (carry.py:") in line
+
+
+# state made at import that every execution must find as the imports left it
+IMPORT_STATE = {
+    # a module-level lock: the first execution binds it to its loop (3.10+), the next ones run
+    # on fresh loops ("is bound to a different event loop" / a divergence, before)
+    "module_lock": """
+import asyncio
+
+LOCK = asyncio.Lock()
+TOTAL = {"n": 0}
+
+async def main():
+    async def add():
+        async with LOCK:
+            n = TOTAL["n"]
+            await asyncio.sleep(0)
+            TOTAL["n"] = n + 1
+    await asyncio.gather(add(), add(), add())
+    assert TOTAL["n"] == 3, TOTAL
+""",
+    # a service singleton with its own lock, queue and cache (an instance of the program's
+    # class made at import: its fields were not put back before)
+    "singleton": """
+import asyncio
+
+class Service:
+    def __init__(self):
+        self.lock = asyncio.Lock()
+        self.jobs = asyncio.Queue()
+        self.done = []
+
+    async def worker(self):
+        while True:
+            job = await self.jobs.get()
+            async with self.lock:
+                self.done.append(job)
+            self.jobs.task_done()
+
+SERVICE = Service()
+
+async def main():
+    w = asyncio.create_task(SERVICE.worker())
+    for j in range(2):
+        await SERVICE.jobs.put(j)
+    await SERVICE.jobs.join()
+    w.cancel()
+    assert sorted(SERVICE.done) == [0, 1], SERVICE.done
+""",
+    # a registry another module fills at import through a decorator: the reset used to put
+    # the registry back as its own module left it, empty
+    "registry": """
+import asyncio
+import handlers
+import registry
+
+async def main():
+    results = await asyncio.gather(*(fn() for fn in registry.HANDLERS.values()))
+    assert results == ["pong"], results
+""",
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPORT_STATE))
+def test_state_made_at_import_is_what_every_execution_starts_from(
+    tmp_path: Path, case: str
+) -> None:
+    write(tmp_path, "prog.py", IMPORT_STATE[case])
+    write(
+        tmp_path,
+        "registry.py",
+        "HANDLERS = {}\n\ndef register(fn):\n    HANDLERS[fn.__name__] = fn\n    return fn\n",
+    )
+    write(
+        tmp_path,
+        "handlers.py",
+        "from registry import register\n\n@register\nasync def ping():\n    return 'pong'\n",
+    )
+    r = check(tmp_path, "prog.py", "main", "--max-executions", "200")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout, r.stdout
 
 
 STAGE7_STATE = """

@@ -124,6 +124,7 @@ def load_instrumented(
                 f"{p}: {', '.join(unseen)} would run uninstrumented: imported before the run "
                 "and not re-imported instrumented (import it by name in the file)"
             )
+        importer.program_loaded()
         return module, activation
     except BaseException as exc:  # noqa: BLE001 - re-raised as the user is told it
         activation.restore()

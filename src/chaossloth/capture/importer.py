@@ -25,7 +25,10 @@ puts the originals back.
 from __future__ import annotations
 
 import ast
+import asyncio
+import collections
 import copy
+import enum
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -611,7 +614,7 @@ def load_file(
 
 #: the types whose contents reset_modules puts back in place (exactly these types: a subclass
 #: may keep state elsewhere)
-_CONTAINERS = (list, dict, set, bytearray)
+_CONTAINERS = (list, dict, set, bytearray, collections.deque)
 
 
 @dataclass(frozen=True)
@@ -656,6 +659,9 @@ def _put_back(value: Any, saved: Any) -> None:
     fresh = copy.copy(saved) if shallow else copy.deepcopy(saved)
     if isinstance(value, list | bytearray):
         value[:] = fresh
+    elif isinstance(value, collections.deque):
+        value.clear()
+        value.extend(fresh)
     else:
         value.clear()
         value.update(fresh)
@@ -778,6 +784,66 @@ class _ModuleState:
     globals: _Namespace
     #: classes defined in the module: their attributes (methods included, rebinding only)
     classes: list[tuple[type, _Namespace]]
+    #: objects made at import that the module reaches (_import_objects): their attributes
+    objects: list[tuple[Any, _Namespace]] = field(default_factory=list)
+
+
+#: the asyncio objects whose state belongs to the loop they first ran on (each execution runs
+#: on a fresh loop): one made at import is put back as it was made, unbound, with no waiters
+_LOOP_BOUND: tuple[type, ...] = tuple(
+    t
+    for t in (
+        getattr(asyncio, name, None)
+        for name in ("Lock", "Event", "Condition", "Semaphore", "Barrier", "Queue")
+    )
+    if isinstance(t, type)
+)
+#: how far and how wide _import_objects looks from a module's globals and class attributes
+_OBJECT_DEPTH = 4
+_OBJECT_LIMIT = 2000
+
+
+def _import_objects(module: ModuleType, program: set[str], seen: set[int]) -> list[Any]:
+    """The objects made at import whose attributes reset_modules puts back: instances of the
+    program's own classes (a module-level service, a registry) and asyncio's locks, events,
+    conditions, semaphores, barriers and queues, reached from the module's globals and the
+    attributes of its classes through containers and such objects' own attributes (up to
+    _OBJECT_DEPTH links, _OBJECT_LIMIT objects).  An object with no instance ``__dict__``
+    (``__slots__``), an Enum member, and an object of a library class other than those
+    primitives are not reset.  `seen` (ids) spans the program: an object reached from two
+    modules is reset once."""
+    name = module.__name__
+    roots: list[Any] = [v for k, v in vars(module).items() if not k.startswith("__")]
+    for v in list(vars(module).values()):
+        if isinstance(v, type) and v.__module__ == name:
+            roots.extend(a for k, a in vars(v).items() if not k.startswith("__"))
+    found: list[Any] = []
+    level = roots
+    for _ in range(_OBJECT_DEPTH):
+        nxt: list[Any] = []
+        for v in level:
+            if id(v) in seen or len(seen) >= _OBJECT_LIMIT:
+                continue
+            t = type(v)
+            if t in _CONTAINERS or t is tuple or t is frozenset:
+                seen.add(id(v))
+                nxt.extend(v.values() if t is dict else v)
+                continue
+            if isinstance(v, type | ModuleType | enum.Enum):
+                continue
+            if not (t.__module__ in program or isinstance(v, _LOOP_BOUND)):
+                continue
+            try:
+                attrs = object.__getattribute__(v, "__dict__")
+            except AttributeError:
+                continue
+            if type(attrs) is not dict:
+                continue
+            seen.add(id(v))
+            found.append(v)
+            nxt.extend(attrs.values())
+        level = nxt
+    return found
 
 
 #: id(module) -> its initial state, for every instrumented module of the program loaded last
@@ -789,25 +855,64 @@ _initial: dict[int, _ModuleState] = {}
 _outer: list[dict[int, _ModuleState]] = []
 
 
+#: while a program loads (begin_program .. program_loaded): its modules, recorded when all of
+#: them have run (a module's state is what the program's imports left, other modules' top-level
+#: code included: a registry that another module's decorators fill at import keeps its entries)
+_loading: list[ModuleType] | None = None
+#: ids of the objects made at import that the program's recorded modules reset (_import_objects)
+_program_objects: set[int] = set()
+
+
 def begin_program() -> None:
     """A new program is being loaded (scenario.load_instrumented): from now on reset_modules
-    resets its modules only (an execution runs one program), until end_program."""
-    global _initial
+    resets its modules only (an execution runs one program), until end_program.  Its modules'
+    states are recorded by program_loaded."""
+    global _initial, _loading, _program_objects
     _outer.append(_initial)
     _initial = {}
+    _loading = []
+    _program_objects = set()
     shallow_resets.clear()
+
+
+def program_loaded() -> None:
+    """The program's imports are done: records the state of each of its modules still in
+    ``sys.modules`` as they left it (a module imported later, from an execution, is recorded
+    when its own top-level code ends)."""
+    global _loading
+    modules, _loading = _loading or [], None
+    for module in modules:
+        if sys.modules.get(module.__name__) is module:
+            record_initial_state(module)
+    program = {m.__name__ for m in modules}
+    for state in _initial.values():
+        module = state.module()
+        if module is not None:
+            for obj in _import_objects(module, program, _program_objects):
+                state.objects.append((obj, _Namespace.of(vars(obj), _object_name(module, obj))))
+
+
+def _object_name(module: ModuleType, obj: Any) -> str:
+    for k, v in vars(module).items():
+        if v is obj:
+            return f"{module.__name__}.{k}"
+    return f"{module.__name__}: a {type(obj).__qualname__}"
 
 
 def end_program() -> None:
     """The program loaded last is released (or did not load): reset_modules resets the modules
     of the program loaded before it again."""
-    global _initial
+    global _initial, _loading
     _initial = _outer.pop() if _outer else {}
+    _loading = None
 
 
 def record_initial_state(module: ModuleType) -> None:
     """Records the module's state as its top-level code left it: what reset_modules restores
-    before every execution."""
+    before every execution (deferred to program_loaded while the program loads)."""
+    if _loading is not None:
+        _loading.append(module)
+        return
     ns = vars(module)
     name = module.__name__
     classes = [
@@ -829,13 +934,18 @@ def record_initial_state(module: ModuleType) -> None:
 
 def reset_modules() -> None:
     """Puts every instrumented module of the program loaded last (begin_program) that is still
-    in ``sys.modules`` back in its initial state (record_initial_state):
-    its global names rebound to the objects its top-level code bound (names added since are
-    removed), the contents of every list, dict, set and bytearray bound to a global name or a
-    class attribute put back in place, and the attributes of the classes it defines rebound.
-    What is not reset: the attributes of other objects (instances made at import, objects
-    nested in a class's attributes other than plain containers) and state outside the
-    instrumented modules.  Called by the runner before every execution."""
+    in ``sys.modules`` back in its initial state, as the program's imports left it
+    (program_loaded, which the first reset runs if nothing did): its global names rebound to
+    the objects bound then (names added since are removed), the contents of every list, dict,
+    set, bytearray and deque bound to a global name or a class attribute put back in place,
+    the attributes of the classes it defines rebound, and the attributes of the objects made
+    at import it reaches (_import_objects: instances of the program's classes, asyncio's
+    primitives) rebound, their containers' contents put back.  What is not reset: other
+    objects (a library class's instances, containers nested in containers are put back with
+    them, by value) and state outside the instrumented modules.  Called by the runner before
+    every execution."""
+    if _loading is not None:
+        program_loaded()
     for state in list(_initial.values()):
         module = state.module()
         if module is None or sys.modules.get(module.__name__) is not module:
@@ -861,3 +971,10 @@ def reset_modules() -> None:
                 deleter=lambda k, klass=klass: delattr(klass, k),
             )
             cns.snapshot(vars(klass))
+        for obj, ons in state.objects:
+            attrs = vars(obj)
+            if ons.unchanged(attrs):
+                ons.put_back_contents()
+            else:
+                ons.restore(attrs)
+                ons.snapshot(attrs)
