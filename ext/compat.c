@@ -176,8 +176,12 @@ const char *cs_compat_cfunction_name(PyObject *cb) {
  * of a process-wide counter into it (3.12 and 3.13 keep the dict watchers'
  * bits in its low bits, which only change with the watchers); deprecated
  * since 3.12 for the dict watchers, which 3.11 lacks, and still maintained by
- * every mutation path in 3.13.  So an unchanged tag means unchanged contents
- * (the converse need not hold: a change undone still changes it). */
+ * every mutation path of a dict in 3.13 -- except an attribute store into an
+ * object whose instance dict was materialized: 3.13 writes the object's inline
+ * values, which the dict shares, without a new tag (so importer.py never
+ * trusts the tag of an instance's __dict__).  So an unchanged tag of any other
+ * dict means unchanged contents (the converse need not hold: a change undone
+ * still changes it). */
 uint64_t cs_compat_dict_version(PyObject *dict) {
 #if defined(__GNUC__)
 #pragma GCC diagnostic push

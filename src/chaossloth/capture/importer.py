@@ -685,12 +685,17 @@ class _Namespace:
         "_public_only",
         "_values",
         "_version",
+        "_versioned",
         "bindings",
         "contents",
     )
 
     def __init__(
-        self, bindings: dict[str, Any], contents: dict[str, Any], public_only: bool = False
+        self,
+        bindings: dict[str, Any],
+        contents: dict[str, Any],
+        public_only: bool = False,
+        versioned: bool = True,
     ) -> None:
         self.bindings = bindings
         self.contents = contents
@@ -705,10 +710,18 @@ class _Namespace:
         #: -1: dict versions are fresh values of a process-wide counter, so an equal tag is
         #: that very dict with the snapshot's very entries (compat.c: dict versions)
         self._version = -1
+        #: the version tag may be trusted: not an instance's __dict__, whose attribute stores
+        #: on 3.13 go to the object's inline values without changing the dict's tag
+        self._versioned = versioned
 
     @classmethod
     def of(
-        cls, ns: dict[str, Any] | Any, where: str = "", *, public_only: bool = False
+        cls,
+        ns: dict[str, Any] | Any,
+        where: str = "",
+        *,
+        public_only: bool = False,
+        versioned: bool = True,
     ) -> _Namespace:
         items = dict(ns)
         if public_only:
@@ -718,7 +731,7 @@ class _Namespace:
             # dunder names are the interpreter's (__builtins__ is the builtins' own dict)
             if type(v) in _CONTAINERS and not (k.startswith("__") and k.endswith("__")):
                 contents[k] = _copy_contents(v, f"{where}.{k}" if where else k)
-        out = cls(items, contents, public_only)
+        out = cls(items, contents, public_only, versioned)
         out.snapshot(ns)
         return out
 
@@ -733,7 +746,8 @@ class _Namespace:
             k in bindings and ns[k] is bindings[k] for k in names
         ):
             self._keys, self._values = tuple(ns), tuple(ns.values())
-            self._version = _core.dict_version(ns) if type(ns) is dict else -1
+            versioned = self._versioned and type(ns) is dict
+            self._version = _core.dict_version(ns) if versioned else -1
         else:
             self._keys, self._values, self._version = None, (), -1
 
@@ -889,7 +903,8 @@ def program_loaded() -> None:
         module = state.module()
         if module is not None:
             for obj in _import_objects(module, program, _program_objects):
-                state.objects.append((obj, _Namespace.of(vars(obj), _object_name(module, obj))))
+                attrs = _Namespace.of(vars(obj), _object_name(module, obj), versioned=False)
+                state.objects.append((obj, attrs))
 
 
 def _object_name(module: ModuleType, obj: Any) -> str:
