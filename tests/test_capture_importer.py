@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import sys
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,61 @@ def test_reset_puts_back_objects_made_at_import(tmp_path: Path) -> None:
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m.startswith("user_")]:
             del sys.modules[name]
+
+
+COUNTERS_MODULE = """\
+import collections
+import itertools
+import random
+
+IDS = itertools.count(1)
+STEPPED = itertools.count(10, 5)
+RNG = random.Random(7)
+HITS = collections.defaultdict(int)
+SEEN = collections.Counter()
+ORDER = collections.OrderedDict()
+
+
+class Order:
+    numbers = itertools.count()
+
+    def __init__(self):
+        self.ids = itertools.count(100)
+
+
+ORDER_MAKER = Order()
+"""
+
+
+def test_reset_puts_back_counters_generators_and_dict_subclasses(tmp_path: Path) -> None:
+    """An itertools.count made at import starts where it was in every execution (a fresh count
+    where the initial one advanced), a seeded random.Random draws the same numbers, and the
+    standard dict subclasses get their contents back."""
+    f = tmp_path / "user_counters_mod.py"
+    f.write_text(COUNTERS_MODULE)
+    importer.begin_program()
+    try:
+        mod = load_file(f)
+        importer.program_loaded()
+        first = None
+        for _ in range(3):
+            drawn = (
+                next(mod.IDS),
+                next(mod.IDS),
+                next(mod.STEPPED),
+                mod.RNG.random(),
+                next(mod.Order.numbers),
+                next(mod.ORDER_MAKER.ids),
+            )
+            mod.HITS["a"] += 1
+            mod.SEEN["a"] += 2
+            mod.ORDER["x"] = 1
+            assert first is None or drawn == first, (drawn, first)
+            first = drawn
+            importer.reset_modules()
+            assert not mod.HITS and not mod.SEEN and not mod.ORDER
+            assert type(mod.HITS) is collections.defaultdict and mod.HITS.default_factory is int
+        assert first[:3] == (1, 2, 10) and first[4:] == (0, 100)
+    finally:
+        importer.end_program()
+        sys.modules.pop("user_counters_mod", None)

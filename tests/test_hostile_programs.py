@@ -638,6 +638,30 @@ async def main():
     w.cancel()
     assert sorted(SERVICE.done) == [0, 1], SERVICE.done
 """,
+    # ids from a module-level itertools.count and a seeded generator: every execution must
+    # draw the same ones (keys that differ between executions made DPOR's replay of a step
+    # see other accesses: "nondeterministic")
+    "id_counter": """
+import asyncio
+import itertools
+import random
+
+_ids = itertools.count(1)
+_jitter = random.Random(42)
+ORDERS = {}
+TOTAL = {"n": 0}
+
+async def main():
+    async def create(name):
+        oid = next(_ids)
+        await asyncio.sleep(0)
+        ORDERS[oid] = (name, _jitter.randint(0, 9))
+        n = TOTAL["n"]
+        await asyncio.sleep(0)
+        TOTAL["n"] = n + 1
+    await asyncio.gather(create("a"), create("b"), create("c"))
+    assert len(ORDERS) == 3, ORDERS
+""",
     # a registry another module fills at import through a decorator: the reset used to put
     # the registry back as its own module left it, empty
     "registry": """

@@ -32,7 +32,9 @@ import enum
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import itertools
 import os
+import random
 import site
 import sys
 import sysconfig
@@ -614,7 +616,26 @@ def load_file(
 
 #: the types whose contents reset_modules puts back in place (exactly these types: a subclass
 #: may keep state elsewhere)
-_CONTAINERS = (list, dict, set, bytearray, collections.deque)
+_CONTAINERS = (
+    list,
+    dict,
+    set,
+    bytearray,
+    collections.deque,
+    collections.defaultdict,
+    collections.OrderedDict,
+    collections.Counter,
+)
+#: objects whose state is put back in place by other means than their contents: a seeded
+#: random.Random (its generator state)
+_STATEFUL = (random.Random,)
+
+
+@dataclass(frozen=True)
+class _GeneratorState:
+    """A random.Random's state (getstate), put back with setstate."""
+
+    state: Any
 
 
 @dataclass(frozen=True)
@@ -644,10 +665,21 @@ _UNCOPYABLE = object()
 shallow_resets: dict[str, str] = {}
 
 
+def _count_args(counter: itertools.count) -> tuple[str, tuple[Any, ...]]:
+    """An itertools.count's repr and the arguments that make a count where it is now (its
+    repr is ``count(start)`` or ``count(start, step)``, numbers in Python syntax)."""
+    text = repr(counter)
+    args = ast.literal_eval(text[len("count") :])
+    return text, args if isinstance(args, tuple) else (args,)
+
+
 def _put_back(value: Any, saved: Any) -> None:
     """Puts a container's saved contents back in place (a fresh deep copy of them, or of its
     items for a _Shallow copy), so that every reference to it (another module's ``from m import
     RUNS``, a default argument) sees the reset."""
+    if isinstance(saved, _GeneratorState):
+        value.setstate(saved.state)
+        return
     shallow = isinstance(saved, _Shallow)
     if shallow:
         saved = saved.items
@@ -662,6 +694,9 @@ def _put_back(value: Any, saved: Any) -> None:
     elif isinstance(value, collections.deque):
         value.clear()
         value.extend(fresh)
+    elif isinstance(value, collections.Counter):
+        value.clear()
+        dict.update(value, fresh)  # Counter.update would add the counts
     else:
         value.clear()
         value.update(fresh)
@@ -688,6 +723,7 @@ class _Namespace:
         "_versioned",
         "bindings",
         "contents",
+        "counters",
     )
 
     def __init__(
@@ -696,9 +732,13 @@ class _Namespace:
         contents: dict[str, Any],
         public_only: bool = False,
         versioned: bool = True,
+        counters: dict[str, tuple[str, tuple[Any, ...]]] | None = None,
     ) -> None:
         self.bindings = bindings
         self.contents = contents
+        #: name -> (repr, arguments) of an itertools.count bound there: it cannot be put back
+        #: in place, so one that advanced is replaced by a fresh count at the initial position
+        self.counters = counters or {}
         #: (initial object, its saved contents) in the bindings' order (restore's order)
         self._containers = [(bindings[k], saved) for k, saved in contents.items()]
         #: the snapshot of the whole namespace in its initial state, or None (none taken)
@@ -727,11 +767,18 @@ class _Namespace:
         if public_only:
             items = {k: v for k, v in items.items() if not k.startswith("__")}
         contents = {}
+        counters: dict[str, tuple[str, tuple[Any, ...]]] = {}
         for k, v in items.items():
             # dunder names are the interpreter's (__builtins__ is the builtins' own dict)
-            if type(v) in _CONTAINERS and not (k.startswith("__") and k.endswith("__")):
+            if k.startswith("__") and k.endswith("__"):
+                continue
+            if type(v) in _CONTAINERS:
                 contents[k] = _copy_contents(v, f"{where}.{k}" if where else k)
-        out = cls(items, contents, public_only, versioned)
+            elif type(v) in _STATEFUL:
+                contents[k] = _GeneratorState(v.getstate())
+            elif type(v) is itertools.count:
+                counters[k] = _count_args(v)
+        out = cls(items, contents, public_only, versioned, counters)
         out.snapshot(ns)
         return out
 
@@ -774,6 +821,26 @@ class _Namespace:
         rebound)."""
         for value, saved in self._containers:
             _put_back(value, saved)
+
+    def renew_counters(self, ns: Any, setter: Any = None) -> None:
+        """Each itertools.count of the initial bindings that advanced is replaced, in the
+        bindings and in `ns` (which holds the initial bindings), by a fresh count at the
+        initial position; the snapshot is taken again if any was.  A reference to the old
+        count held elsewhere (``from m import ids``) keeps counting."""
+        renewed = False
+        for k, (text, args) in self.counters.items():
+            current = self.bindings[k]
+            if repr(current) == text:
+                continue
+            fresh = itertools.count(*args)
+            self.bindings[k] = fresh
+            if setter is None:
+                ns[k] = fresh
+            else:
+                setter(k, fresh)
+            renewed = True
+        if renewed:
+            self.snapshot(ns)
 
     def restore(self, ns: dict[str, Any], setter: Any = None, deleter: Any = None) -> None:
         for k in [k for k in ns if k not in self.bindings]:
@@ -974,6 +1041,8 @@ def reset_modules() -> None:
         else:
             state.globals.restore(ns)
             state.globals.snapshot(ns)
+        if state.globals.counters:
+            state.globals.renew_counters(ns)
         for klass, cns in state.classes:
             attrs = vars(klass)
             if cns.unchanged(attrs):
@@ -986,6 +1055,11 @@ def reset_modules() -> None:
                 deleter=lambda k, klass=klass: delattr(klass, k),
             )
             cns.snapshot(vars(klass))
+        for klass, cns in state.classes:
+            if cns.counters:
+                cns.renew_counters(
+                    vars(klass), setter=lambda k, v, klass=klass: setattr(klass, k, v)
+                )
         for obj, ons in state.objects:
             attrs = vars(obj)
             if ons.unchanged(attrs):
@@ -993,3 +1067,5 @@ def reset_modules() -> None:
             else:
                 ons.restore(attrs)
                 ons.snapshot(attrs)
+            if ons.counters:
+                ons.renew_counters(attrs)

@@ -256,8 +256,8 @@ def _check_state_is_reset(ctx: Context) -> None:
         "the workload's state carries over from one execution to the next: the default order "
         f"{_said(first)} in the first execution and {_said(again)} after the exploration. "
         "Something an execution changes is not put back before the next one (state outside "
-        "the instrumented modules, or an object made at import: only module globals, their "
-        "plain containers and class attributes are reset), or the program depends on the "
+        "the instrumented modules, or an object made at import that is not reset: a library "
+        "class's instance, an object with __slots__), or the program depends on the "
         f"process's history (when the garbage collector runs a finalizer){named}"
     )
 
