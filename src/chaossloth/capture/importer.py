@@ -49,6 +49,7 @@ from types import ModuleType
 from typing import Any
 
 from chaossloth import _core
+from chaossloth.capture import entropy
 from chaossloth.capture.instrument import compile_instrumented, hook_namespace
 from chaossloth.errors import InputError
 
@@ -954,6 +955,7 @@ def begin_program() -> None:
     _loading = []
     _program_objects = set()
     shallow_resets.clear()
+    entropy.begin()
 
 
 def program_loaded() -> None:
@@ -962,6 +964,7 @@ def program_loaded() -> None:
     when its own top-level code ends)."""
     global _loading
     modules, _loading = _loading or [], None
+    entropy.loaded()
     for module in modules:
         if sys.modules.get(module.__name__) is module:
             record_initial_state(module)
@@ -987,6 +990,7 @@ def end_program() -> None:
     global _initial, _loading
     _initial = _outer.pop() if _outer else {}
     _loading = None
+    entropy.end()
 
 
 def record_initial_state(module: ModuleType) -> None:
@@ -1028,6 +1032,7 @@ def reset_modules() -> None:
     every execution."""
     if _loading is not None:
         program_loaded()
+    entropy.reset()
     for state in list(_initial.values()):
         module = state.module()
         if module is None or sys.modules.get(module.__name__) is not module:

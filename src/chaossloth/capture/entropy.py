@@ -1,0 +1,91 @@
+"""The program's randomness, made part of the schedule: every execution draws the same numbers.
+
+A program that draws random numbers (retry jitter, a shuffled pool, a sampled id) would otherwise
+behave differently in each execution of one schedule, which DPOR's replay check and replays in
+another process report as nondeterminism, so such a program could never be explored.  As
+Hypothesis does for its examples, the module-level generator of :mod:`random` is seeded here:
+
+- when a program starts loading (:func:`begin`), the generator is seeded with ``SEED`` (the
+  process's own state is kept, and put back by :func:`end`); the program's imports then run,
+  and a ``random.seed(...)`` of theirs prevails;
+- once they ran (:func:`loaded`) its state is recorded, and :func:`reset` puts it back before
+  every execution: the same draws in every execution, and in every process (a schedule file
+  replays them);
+- ``uuid.uuid4`` draws from ``os.urandom``, which nothing can seed: while the program is loaded
+  it is replaced by a function with the same contract (a random UUID of version 4) drawing from
+  a generator of its own, reset with the other (a module that did ``from uuid import uuid4``
+  while loading binds the replacement).  ``secrets`` and ``os.urandom`` stay unseeded: a program
+  that uses them is reported as nondeterministic.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+#: the seed of the module-level generator when a program starts loading
+SEED = 0
+#: the seed of uuid4's generator
+UUID_SEED = 0x55494434
+
+_uuid_rng = random.Random(UUID_SEED)
+_real_uuid4 = uuid.uuid4
+
+
+def _seeded_uuid4() -> uuid.UUID:
+    """A random UUID (version 4), from the seeded generator."""
+    return uuid.UUID(int=_uuid_rng.getrandbits(128), version=4)
+
+
+_seeded_uuid4.__name__ = _seeded_uuid4.__qualname__ = "uuid4"
+_seeded_uuid4.__module__ = "uuid"
+
+
+class _Program:
+    __slots__ = ("outer_state", "outer_uuid4", "state")
+
+    def __init__(self) -> None:
+        #: the process's generator state and uuid4 before the program began loading
+        self.outer_state: Any = random.getstate()
+        self.outer_uuid4: Any = uuid.uuid4
+        #: the state the program's imports left (loaded), or None while it loads
+        self.state: Any = None
+
+
+#: the programs begun and not ended, innermost last (stage 7 loads the patched copy while the
+#: original is loaded)
+_programs: list[_Program] = []
+
+
+def begin() -> None:
+    _programs.append(_Program())
+    random.seed(SEED)
+    _uuid_rng.seed(UUID_SEED)
+    uuid.uuid4 = _seeded_uuid4
+
+
+def loaded() -> None:
+    if _programs and _programs[-1].state is None:
+        _programs[-1].state = (random.getstate(), _uuid_rng.getstate())
+
+
+def reset() -> None:
+    """Before an execution: the generators as the program's imports left them."""
+    if not _programs:
+        return
+    program = _programs[-1]
+    if program.state is None:
+        loaded()
+    state, uuid_state = program.state
+    random.setstate(state)
+    _uuid_rng.setstate(uuid_state)
+
+
+def end() -> None:
+    """The program is released: the process's generator and uuid4 as they were before it."""
+    if not _programs:
+        return
+    program = _programs.pop()
+    random.setstate(program.outer_state)
+    uuid.uuid4 = program.outer_uuid4

@@ -1,0 +1,89 @@
+"""The program's randomness is part of the schedule (capture/entropy.py): the module-level
+generator of `random` and `uuid.uuid4` draw the same values in every execution and process."""
+
+from __future__ import annotations
+
+import random
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+from conftest import cli
+
+from chaossloth.capture import entropy, importer, load_file
+
+
+def test_every_execution_draws_what_the_first_drew(tmp_path: Path) -> None:
+    outer = random.getstate()
+    real_uuid4 = uuid.uuid4
+    f = tmp_path / "user_entropy_mod.py"
+    f.write_text("import random\nfrom uuid import uuid4\nAT_IMPORT = random.random()\n")
+    importer.begin_program()
+    try:
+        mod = load_file(f)
+        importer.program_loaded()
+        assert mod.uuid4 is not real_uuid4  # bound while loading: the seeded one
+        draws = []
+        for _ in range(3):
+            importer.reset_modules()
+            u = mod.uuid4()
+            assert u.version == 4
+            draws.append((random.random(), random.randrange(1000), u))
+        assert draws[0] == draws[1] == draws[2]
+        assert len({d[2] for d in draws}) == 1
+        assert mod.AT_IMPORT == random.Random(entropy.SEED).random()
+    finally:
+        importer.end_program()
+        sys.modules.pop("user_entropy_mod", None)
+    assert random.getstate() == outer and uuid.uuid4 is real_uuid4
+
+
+def test_a_program_seeding_at_import_keeps_its_seed(tmp_path: Path) -> None:
+    f = tmp_path / "user_seeding_mod.py"
+    f.write_text("import random\nrandom.seed(1234)\n")
+    importer.begin_program()
+    try:
+        load_file(f)
+        importer.program_loaded()
+        importer.reset_modules()
+        assert random.random() == random.Random(1234).random()
+    finally:
+        importer.end_program()
+        sys.modules.pop("user_seeding_mod", None)
+
+
+JITTER = """
+import asyncio
+import random
+import uuid
+
+SESSIONS = {}
+STATS = {"logins": 0}
+
+async def login(user):
+    sid = str(uuid.uuid4())
+    seen = STATS["logins"]
+    await asyncio.sleep(random.uniform(0, 0.01))  # retry jitter
+    STATS["logins"] = seen + 1
+    SESSIONS[sid] = user
+
+async def main():
+    await asyncio.gather(login("a"), login("b"))
+    assert len(SESSIONS) == 2, SESSIONS
+    assert STATS["logins"] == 2, STATS
+"""
+
+
+def test_random_jitter_and_uuids_are_explored_and_replayed(tmp_path: Path) -> None:
+    """Random sleeps and uuid4 ids made every execution differ ("nondeterministic", exit 2);
+    now the failure is found and its schedule replays in another process."""
+    (tmp_path / "jitter.py").write_text(textwrap.dedent(JITTER))
+    r = cli("check", "jitter.py", "--scenario", "main", "--no-telemetry", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAIL" in r.stdout, r.stdout
+    schedules = list((tmp_path / ".chaossloth").glob("*.schedule.json"))
+    assert len(schedules) == 1, schedules
+    again = cli("replay", str(schedules[0]), cwd=tmp_path)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "the failure reproduces" in again.stdout, again.stdout
