@@ -3511,7 +3511,8 @@ static PyObject *h_fw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
  * differs between executions of a deterministic program: no address, no
  * str hash (randomized per process, and --jobs may use processes), no name
  * made from a process-wide counter or an address (asyncio's "Task-12",
- * a repr's "0x7f..."); an object counts by its canonical id (equal in every
+ * a repr's "0x7f..."), no float (a wall-clock deadline handed to a task);
+ * an object counts by its canonical id (equal in every
  * execution that names it the same way, see "canonical identities") or, not
  * named yet, by its type.  What it cannot tell apart it notes alike: a note
  * may miss a difference, never invent one. */
@@ -3605,12 +3606,10 @@ static uint64_t value_note(PyObject *o, int depth) {
         if (h == -1) PyErr_Clear();
         return note_mix(0x696e74ULL, (uint64_t)h);
     }
-    if (t == &PyFloat_Type) {
-        double d = PyFloat_AS_DOUBLE(o);
-        uint64_t bits;
-        memcpy(&bits, &d, sizeof bits);
-        return note_mix(0x666c74ULL, bits);
-    }
+    /* a float is noted by its type alone: a deadline or timestamp read from the wall clock
+     * (time.monotonic() + ttl), which a program may hand to the work it starts without its
+     * order depending on it, differs in every execution */
+    if (t == &PyFloat_Type) return 0x666c74ULL;
     if (t == &PyUnicode_Type) return note_mix(0x737472ULL, text_note(o));
     if (t == &PyBytes_Type) {
         const char *p = PyBytes_AS_STRING(o);

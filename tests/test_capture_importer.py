@@ -177,7 +177,13 @@ class Service:
     shared_lock = asyncio.Lock()  # a class attribute made at import
 
 
+class Registry(dict):
+    def __setitem__(self, key, value):  # an override the reset must not run
+        raise AssertionError("the reset ran the program's __setitem__")
+
+
 CACHE = Cache()
+REGISTRY = Registry(static=1)
 QUEUE = asyncio.Queue()
 CONDITION = asyncio.Condition()
 RECENT = collections.deque(maxlen=3)
@@ -219,6 +225,8 @@ def test_reset_puts_back_objects_made_at_import(tmp_path: Path) -> None:
             async with mod.Service.shared_lock:
                 pass
             mod.RECENT.append(1)
+            dict.__setitem__(mod.REGISTRY, "added", 2)
+            mod.REGISTRY.tag = "x"
             mod.LIBRARY_OBJECT.n += 1
             registry.HANDLERS["late"] = None
 
@@ -231,6 +239,7 @@ def test_reset_puts_back_objects_made_at_import(tmp_path: Path) -> None:
             assert mod.CACHE.lock._loop is None and mod.QUEUE._loop is None
             assert mod.Service.shared_lock._loop is None and mod.CONDITION._loop is None
             assert list(mod.RECENT) == [] and mod.RECENT.maxlen == 3
+            assert dict(mod.REGISTRY) == {"static": 1} and not hasattr(mod.REGISTRY, "tag")
             assert mod.LIBRARY_OBJECT.n == run + 1
             assert list(registry.HANDLERS) == ["ping"]
     finally:

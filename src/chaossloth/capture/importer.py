@@ -866,8 +866,9 @@ class _ModuleState:
     globals: _Namespace
     #: classes defined in the module: their attributes (methods included, rebinding only)
     classes: list[tuple[type, _Namespace]]
-    #: objects made at import that the module reaches (_import_objects): their attributes
-    objects: list[tuple[Any, _Namespace]] = field(default_factory=list)
+    #: objects made at import that the module reaches (_import_objects): their attributes,
+    #: and the items of one whose class derives from a container (_copy_items), else None
+    objects: list[tuple[Any, _Namespace, Any]] = field(default_factory=list)
 
 
 #: the asyncio objects whose state belongs to the loop they first ran on (each execution runs
@@ -883,6 +884,43 @@ _LOOP_BOUND: tuple[type, ...] = tuple(
 #: how far and how wide _import_objects looks from a module's globals and class attributes
 _OBJECT_DEPTH = 4
 _OBJECT_LIMIT = 2000
+
+
+#: the containers a program's class may derive from: an instance's items are put back with the
+#: containers' own methods (never the subclass's overrides, which are the program's code)
+_ITEM_BASES = (list, dict, set, collections.deque)
+
+
+def _copy_items(obj: Any, where: str) -> Any:
+    """The items of a container subclass's instance, as _copy_contents copies a container's
+    (a deep copy, or a _Shallow one)."""
+    if isinstance(obj, dict):
+        plain: Any = dict(dict.items(obj))
+    elif isinstance(obj, list):
+        plain = list.copy(obj)
+    elif isinstance(obj, set):
+        plain = set(set.__iter__(obj))
+    else:
+        plain = collections.deque(collections.deque.__iter__(obj))
+    return _copy_contents(plain, where)
+
+
+def _put_back_items(obj: Any, saved: Any) -> None:
+    """Puts a container subclass's instance's items back, with the base class's methods."""
+    shallow = isinstance(saved, _Shallow)
+    items = saved.items if shallow else saved
+    fresh = copy.copy(items) if shallow else copy.deepcopy(items)
+    if isinstance(obj, dict):
+        dict.clear(obj)
+        dict.update(obj, fresh)
+    elif isinstance(obj, list):
+        list.__setitem__(obj, slice(None), fresh)
+    elif isinstance(obj, set):
+        set.clear(obj)
+        set.update(obj, fresh)
+    else:
+        collections.deque.clear(obj)
+        collections.deque.extend(obj, fresh)
 
 
 def _import_objects(module: ModuleType, program: set[str], seen: set[int]) -> list[Any]:
@@ -924,6 +962,8 @@ def _import_objects(module: ModuleType, program: set[str], seen: set[int]) -> li
             seen.add(id(v))
             found.append(v)
             nxt.extend(attrs.values())
+            if isinstance(v, _ITEM_BASES):  # a subclass of a container: its items too
+                nxt.extend(dict.values(v) if isinstance(v, dict) else list(v))
         level = nxt
     return found
 
@@ -973,8 +1013,10 @@ def program_loaded() -> None:
         module = state.module()
         if module is not None:
             for obj in _import_objects(module, program, _program_objects):
-                attrs = _Namespace.of(vars(obj), _object_name(module, obj), versioned=False)
-                state.objects.append((obj, attrs))
+                where = _object_name(module, obj)
+                attrs = _Namespace.of(vars(obj), where, versioned=False)
+                items = _copy_items(obj, where) if isinstance(obj, _ITEM_BASES) else None
+                state.objects.append((obj, attrs, items))
 
 
 def _object_name(module: ModuleType, obj: Any) -> str:
@@ -1065,7 +1107,9 @@ def reset_modules() -> None:
                 cns.renew_counters(
                     vars(klass), setter=lambda k, v, klass=klass: setattr(klass, k, v)
                 )
-        for obj, ons in state.objects:
+        for obj, ons, items in state.objects:
+            if items is not None:
+                _put_back_items(obj, items)
             attrs = vars(obj)
             if ons.unchanged(attrs):
                 ons.put_back_contents()
