@@ -17,6 +17,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the end-to-end tests need no extension in this process
     from chaossloth import _core
 
+# the chaossloth command re-executes itself with PYTHONHASHSEED=0 when it is unset
+# (chaossloth/__init__.py); the commands the tests run start with it set, which saves the second
+# start (test_replay_process.py runs the command without it, and checks the re-execution)
+os.environ.setdefault("PYTHONHASHSEED", "0")
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 SEED = str(EXAMPLES / "multi_resource.py")

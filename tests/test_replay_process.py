@@ -167,12 +167,12 @@ def test_io_dependence_diverges(tmp_path: Path) -> None:
 
 
 def test_unseeded_random_and_wall_clock_diverge(tmp_path: Path) -> None:
-    for expr in ("random.randrange(1, 60)", "time.perf_counter_ns() % 59 + 1"):
+    for expr in ("secrets.randbelow(59) + 1", "time.perf_counter_ns() % 59 + 1"):
         prog = tmp_path / "chance.py"
         prog.write_text(
             textwrap.dedent(
                 f"""\
-                import asyncio, random, time
+                import asyncio, secrets, time
 
                 async def worker(n):
                     for _ in range(n):
@@ -191,3 +191,79 @@ def test_unseeded_random_and_wall_clock_diverge(tmp_path: Path) -> None:
         diverged = [r for r in reps if "error" in r]
         assert diverged, f"{expr}: three replays followed the schedule"
         _assert_divergence_message(diverged[0])
+
+
+def test_the_random_module_and_uuid4_replay_in_a_fresh_process(tmp_path: Path) -> None:
+    """random and uuid.uuid4 are seeded per program and reset per execution
+    (capture/entropy.py): the draws a schedule depends on are the same in another process."""
+    prog = tmp_path / "drawn.py"
+    prog.write_text(
+        textwrap.dedent(
+            """\
+            import asyncio, random, uuid
+
+            async def worker(n):
+                for _ in range(n):
+                    await asyncio.sleep(0)
+
+            async def main():
+                ids = {uuid.uuid4().hex[:1] for _ in range(3)}
+                await asyncio.gather(worker(random.randrange(1, 60)), worker(len(ids)))
+            """
+        )
+    )
+    sched = tmp_path / "drawn.json"
+    rec = _py(RECORD, str(prog), str(sched), "random", "5", hashseed=1)
+    for hashseed in (1, 2):
+        rep = _py(REPLAY, str(sched), hashseed=hashseed)
+        assert "error" not in rep, rep
+        assert rep["steps"] == rec["steps"]
+
+
+def test_the_command_fixes_the_hash_seed(tmp_path: Path) -> None:
+    """The chaossloth command runs with PYTHONHASHSEED=0 unless it is set (chaossloth/__init__),
+    so a failure whose schedule follows the order of a set of strings replays in another run."""
+    prog = tmp_path / "hashy.py"
+    prog.write_text(
+        textwrap.dedent(
+            """\
+            import asyncio, os
+
+            TOTAL = {"n": 0}
+
+            async def worker(name):
+                for _ in range(len(name)):
+                    await asyncio.sleep(0)
+                n = TOTAL["n"]
+                await asyncio.sleep(0)
+                TOTAL["n"] = n + 1
+
+            async def main():
+                with open("seed.txt", "w") as f:
+                    f.write(os.environ.get("PYTHONHASHSEED", "unset"))
+                names = {"a", "bb", "ccc", "dddd", "eeeee", "ffffff"}
+                await asyncio.gather(*(worker(n) for n in names))
+                assert TOTAL["n"] == 6, TOTAL
+            """
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+
+    def command(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "chaossloth", *args],
+            check=False,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    r = command("check", "hashy.py", "--scenario", "main", "--no-telemetry")
+    assert r.returncode == 1 and "FAIL" in r.stdout, r.stdout + r.stderr
+    assert (tmp_path / "seed.txt").read_text() == "0"
+    (sched,) = (tmp_path / ".chaossloth").glob("*.schedule.json")
+    again = command("replay", str(sched))
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "the failure reproduces" in again.stdout, again.stdout
