@@ -15,11 +15,19 @@ Hypothesis does for its examples, the module-level generator of :mod:`random` is
   it is replaced by a function with the same contract (a random UUID of version 4) drawing from
   a generator of its own, reset with the other (a module that did ``from uuid import uuid4``
   while loading binds the replacement).  ``secrets`` and ``os.urandom`` stay unseeded: a program
-  that uses them is reported as nondeterministic.
+  that uses them is reported as nondeterministic;
+- ``asyncio.as_completed`` makes its tasks in the order of a set of the awaitables it is given,
+  which for coroutines is an order of addresses: one that may differ between executions of the
+  same schedule, so that the same step starts other work.  While the program is loaded it is
+  replaced by a function that makes the tasks in the order given (one of the orders the stock
+  function can take) and hands them to the stock one, which then only registers its callbacks
+  in set order (on distinct tasks: no order among them is observable).
 """
 
 from __future__ import annotations
 
+import asyncio
+import asyncio.tasks
 import random
 import uuid
 from typing import Any
@@ -42,13 +50,32 @@ _seeded_uuid4.__name__ = _seeded_uuid4.__qualname__ = "uuid4"
 _seeded_uuid4.__module__ = "uuid"
 
 
+_real_as_completed = asyncio.tasks.as_completed
+
+
+def _ordered_as_completed(fs: Any, *, timeout: float | None = None) -> Any:
+    """asyncio.as_completed, its tasks made in the order of `fs` (a running loop needed, as
+    the stock function's ensure_future needs one; a single future or coroutine is left to the
+    stock function's TypeError)."""
+    if not (asyncio.isfuture(fs) or asyncio.iscoroutine(fs)) and asyncio._get_running_loop():
+        fs = [asyncio.ensure_future(f) for f in dict.fromkeys(fs)]
+    return _real_as_completed(fs, timeout=timeout)
+
+
+_ordered_as_completed.__name__ = _ordered_as_completed.__qualname__ = "as_completed"
+_ordered_as_completed.__module__ = "asyncio.tasks"
+_ordered_as_completed.__doc__ = _real_as_completed.__doc__
+
+
 class _Program:
-    __slots__ = ("outer_state", "outer_uuid4", "state")
+    __slots__ = ("outer_as_completed", "outer_state", "outer_uuid4", "state")
 
     def __init__(self) -> None:
-        #: the process's generator state and uuid4 before the program began loading
+        #: the process's generator state, uuid4 and as_completed before the program began
+        #: loading
         self.outer_state: Any = random.getstate()
         self.outer_uuid4: Any = uuid.uuid4
+        self.outer_as_completed: Any = asyncio.tasks.as_completed
         #: the state the program's imports left (loaded), or None while it loads
         self.state: Any = None
 
@@ -63,6 +90,7 @@ def begin() -> None:
     random.seed(SEED)
     _uuid_rng.seed(UUID_SEED)
     uuid.uuid4 = _seeded_uuid4
+    asyncio.as_completed = asyncio.tasks.as_completed = _ordered_as_completed
 
 
 def loaded() -> None:
@@ -89,3 +117,4 @@ def end() -> None:
     program = _programs.pop()
     random.setstate(program.outer_state)
     uuid.uuid4 = program.outer_uuid4
+    asyncio.as_completed = asyncio.tasks.as_completed = program.outer_as_completed
