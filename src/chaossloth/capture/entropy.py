@@ -21,7 +21,11 @@ Hypothesis does for its examples, the module-level generator of :mod:`random` is
   same schedule, so that the same step starts other work.  While the program is loaded it is
   replaced by a function that makes the tasks in the order given (one of the orders the stock
   function can take) and hands them to the stock one, which then only registers its callbacks
-  in set order (on distinct tasks: no order among them is observable).
+  in set order (on distinct tasks: no order among them is observable);
+- ``asyncio.all_tasks()`` returns a set of tasks, which iterates in an order of addresses: a
+  shutdown that cancels every task in that order wakes them in another order in each execution.
+  While the program is loaded it returns a set that iterates in the order the tasks were made
+  (the controlled loop's record of it), as a set of the same tasks.
 """
 
 from __future__ import annotations
@@ -67,8 +71,46 @@ _ordered_as_completed.__module__ = "asyncio.tasks"
 _ordered_as_completed.__doc__ = _real_as_completed.__doc__
 
 
+_real_all_tasks = asyncio.tasks.all_tasks
+
+
+class _CreationOrdered(set):  # type: ignore[type-arg]
+    """A set of tasks that iterates in the order they were made (then, for any added later or
+    unknown to the loop, in set order).  Set operations return plain sets."""
+
+    def __init__(self, tasks: set[Any], made: list[Any]) -> None:
+        super().__init__(tasks)
+        self._made = made
+
+    def __iter__(self) -> Any:
+        contains = set.__contains__
+        ordered = [t for t in self._made if contains(self, t)]
+        if len(ordered) < len(self):
+            listed = set(ordered)
+            ordered.extend(t for t in set.__iter__(self) if t not in listed)
+        return iter(ordered)
+
+
+def _ordered_all_tasks(loop: Any = None) -> Any:
+    """asyncio.all_tasks, iterating in creation order on a controlled loop."""
+    found = _real_all_tasks(loop)
+    if len(found) < 2:
+        return found
+    if loop is None:
+        loop = asyncio.get_running_loop()  # the stock function found one
+    created = getattr(loop, "_cs_created", None)
+    if created is None:
+        return found
+    return _CreationOrdered(found, [t for ref in created if (t := ref()) is not None])
+
+
+_ordered_all_tasks.__name__ = _ordered_all_tasks.__qualname__ = "all_tasks"
+_ordered_all_tasks.__module__ = "asyncio.tasks"
+_ordered_all_tasks.__doc__ = _real_all_tasks.__doc__
+
+
 class _Program:
-    __slots__ = ("outer_as_completed", "outer_state", "outer_uuid4", "state")
+    __slots__ = ("outer_all_tasks", "outer_as_completed", "outer_state", "outer_uuid4", "state")
 
     def __init__(self) -> None:
         #: the process's generator state, uuid4 and as_completed before the program began
@@ -76,6 +118,7 @@ class _Program:
         self.outer_state: Any = random.getstate()
         self.outer_uuid4: Any = uuid.uuid4
         self.outer_as_completed: Any = asyncio.tasks.as_completed
+        self.outer_all_tasks: Any = asyncio.tasks.all_tasks
         #: the state the program's imports left (loaded), or None while it loads
         self.state: Any = None
 
@@ -91,6 +134,7 @@ def begin() -> None:
     _uuid_rng.seed(UUID_SEED)
     uuid.uuid4 = _seeded_uuid4
     asyncio.as_completed = asyncio.tasks.as_completed = _ordered_as_completed
+    asyncio.all_tasks = asyncio.tasks.all_tasks = _ordered_all_tasks
 
 
 def loaded() -> None:
@@ -118,3 +162,4 @@ def end() -> None:
     random.setstate(program.outer_state)
     uuid.uuid4 = program.outer_uuid4
     asyncio.as_completed = asyncio.tasks.as_completed = program.outer_as_completed
+    asyncio.all_tasks = asyncio.tasks.all_tasks = program.outer_all_tasks
