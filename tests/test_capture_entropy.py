@@ -165,3 +165,32 @@ def test_all_tasks_iterates_in_creation_order(tmp_path: Path) -> None:
     import asyncio.tasks
 
     assert asyncio.all_tasks is asyncio.tasks.all_tasks is entropy._real_all_tasks
+
+
+WAIT = """
+import asyncio
+
+async def worker(i):
+    await asyncio.sleep(i)
+    return i
+
+async def main():
+    tasks = [asyncio.create_task(worker(i)) for i in range(1, 6)]
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    assert list(pending) == tasks[1:], (pending, tasks)
+    for t in pending:
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    assert [t.result() for t in done] == [1]
+"""
+
+
+def test_wait_returns_sets_that_iterate_in_creation_order(tmp_path: Path) -> None:
+    """Cancelling what asyncio.wait left pending cancelled it in an order of addresses."""
+    (tmp_path / "first.py").write_text(textwrap.dedent(WAIT))
+    r = cli("check", "first.py", "--scenario", "main", "--no-telemetry", "--no-database",
+            cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+    import asyncio.tasks
+
+    assert asyncio.wait is asyncio.tasks.wait is entropy._real_wait

@@ -25,7 +25,8 @@ Hypothesis does for its examples, the module-level generator of :mod:`random` is
 - ``asyncio.all_tasks()`` returns a set of tasks, which iterates in an order of addresses: a
   shutdown that cancels every task in that order wakes them in another order in each execution.
   While the program is loaded it returns a set that iterates in the order the tasks were made
-  (the controlled loop's record of it), as a set of the same tasks.
+  (the controlled loop's record of it), as a set of the same tasks; so do the two sets
+  ``asyncio.wait`` returns (futures that are not tasks after the tasks, in the order given).
 """
 
 from __future__ import annotations
@@ -91,26 +92,58 @@ class _CreationOrdered(set):  # type: ignore[type-arg]
         return iter(ordered)
 
 
+def _made(loop: Any) -> list[Any] | None:
+    """The tasks a controlled loop made, in order (None: not a controlled loop)."""
+    created = getattr(loop, "_cs_created", None)
+    if created is None:
+        return None
+    return [t for ref in created if (t := ref()) is not None]
+
+
 def _ordered_all_tasks(loop: Any = None) -> Any:
     """asyncio.all_tasks, iterating in creation order on a controlled loop."""
     found = _real_all_tasks(loop)
     if len(found) < 2:
         return found
-    if loop is None:
-        loop = asyncio.get_running_loop()  # the stock function found one
-    created = getattr(loop, "_cs_created", None)
-    if created is None:
-        return found
-    return _CreationOrdered(found, [t for ref in created if (t := ref()) is not None])
+    made = _made(asyncio.get_running_loop() if loop is None else loop)
+    return found if made is None else _CreationOrdered(found, made)
+
+
+_real_wait = asyncio.tasks.wait
+
+
+async def _ordered_wait(
+    fs: Any, *, timeout: float | None = None, return_when: str = asyncio.ALL_COMPLETED
+) -> Any:
+    """asyncio.wait, its two sets iterating in creation order on a controlled loop."""
+    if asyncio.isfuture(fs) or asyncio.iscoroutine(fs):
+        return await _real_wait(fs, timeout=timeout, return_when=return_when)
+    given = list(fs)
+    done, pending = await _real_wait(given, timeout=timeout, return_when=return_when)
+    made = _made(asyncio.get_running_loop())
+    if made is None:
+        return done, pending
+    order = made + [f for f in dict.fromkeys(given) if not isinstance(f, asyncio.Task)]
+    return _CreationOrdered(done, order), _CreationOrdered(pending, order)
 
 
 _ordered_all_tasks.__name__ = _ordered_all_tasks.__qualname__ = "all_tasks"
 _ordered_all_tasks.__module__ = "asyncio.tasks"
 _ordered_all_tasks.__doc__ = _real_all_tasks.__doc__
+_ordered_wait.__name__ = _ordered_wait.__qualname__ = "wait"
+_ordered_wait.__module__ = "asyncio.tasks"
+_ordered_wait.__doc__ = _real_wait.__doc__
 
 
 class _Program:
-    __slots__ = ("outer_all_tasks", "outer_as_completed", "outer_state", "outer_uuid4", "state")
+    __slots__ = (
+        "outer_all_tasks",
+        "outer_as_completed",
+        "outer_state",
+        "outer_uuid4",
+        "outer_wait",
+        "state",
+    )
 
     def __init__(self) -> None:
         #: the process's generator state, uuid4 and as_completed before the program began
@@ -119,6 +152,7 @@ class _Program:
         self.outer_uuid4: Any = uuid.uuid4
         self.outer_as_completed: Any = asyncio.tasks.as_completed
         self.outer_all_tasks: Any = asyncio.tasks.all_tasks
+        self.outer_wait: Any = asyncio.tasks.wait
         #: the state the program's imports left (loaded), or None while it loads
         self.state: Any = None
 
@@ -135,6 +169,7 @@ def begin() -> None:
     uuid.uuid4 = _seeded_uuid4
     asyncio.as_completed = asyncio.tasks.as_completed = _ordered_as_completed
     asyncio.all_tasks = asyncio.tasks.all_tasks = _ordered_all_tasks
+    asyncio.wait = asyncio.tasks.wait = _ordered_wait
 
 
 def loaded() -> None:
@@ -163,3 +198,4 @@ def end() -> None:
     uuid.uuid4 = program.outer_uuid4
     asyncio.as_completed = asyncio.tasks.as_completed = program.outer_as_completed
     asyncio.all_tasks = asyncio.tasks.all_tasks = program.outer_all_tasks
+    asyncio.wait = asyncio.tasks.wait = program.outer_wait
