@@ -3300,6 +3300,113 @@ static PyTypeObject IterProxy_Type = {
     .tp_methods = ip_methods,
 };
 
+/* A set of objects hashed by identity iterates in an order of addresses, which
+ * differs between executions of one schedule (the allocator's history does):
+ * a loop over a set of clients that starts a task per client would start them
+ * in another order each time.  Any order is one a set may iterate in, so a
+ * loop over a set (or frozenset) whose items all hash by identity (object's
+ * hash: instances of classes that do not define __hash__, functions) walks
+ * them in the order of their canonical ids, which follow the schedule.  As
+ * the set's own iterator does, it raises RuntimeError when the set changes
+ * size during the loop. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *set;   /* the set iterated */
+    PyObject *items; /* a list, sorted by canonical id */
+    Py_ssize_t next, size;
+} setorder;
+
+static void so_dealloc(setorder *o) {
+    Py_XDECREF(o->set);
+    Py_XDECREF(o->items);
+    PyObject_Free(o);
+}
+
+static PyObject *so_next(setorder *o) {
+    if (!o->items) return NULL;
+    if (PySet_GET_SIZE(o->set) != o->size) {
+        Py_CLEAR(o->items);
+        PyErr_SetString(PyExc_RuntimeError, "Set changed size during iteration");
+        return NULL;
+    }
+    if (o->next >= PyList_GET_SIZE(o->items)) {
+        Py_CLEAR(o->items);
+        return NULL;
+    }
+    return Py_NewRef(PyList_GET_ITEM(o->items, o->next++));
+}
+
+static PyTypeObject SetOrder_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.setorder",
+    .tp_basicsize = sizeof(setorder),
+    .tp_dealloc = (destructor)so_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)so_next,
+};
+
+typedef struct {
+    uint64_t cid;
+    PyObject *item; /* borrowed from the list */
+} ranked;
+
+static int ranked_cmp(const void *x, const void *y) {
+    uint64_t a = ((const ranked *)x)->cid, b = ((const ranked *)y)->cid;
+    return a < b ? -1 : a > b;
+}
+
+/* An iterator of the set x in canonical-id order (see setorder), NULL with
+ * *none = 1 when x is not such a set (an item with a hash of its own), or
+ * NULL with an exception. */
+static PyObject *set_in_order(PyObject *x, int *none) {
+    *none = 1;
+    Py_ssize_t n = PySet_GET_SIZE(x);
+    if (n < 2) return NULL;
+    PyObject *items = PySequence_List(x);
+    if (!items) {
+        *none = 0;
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (Py_TYPE(PyList_GET_ITEM(items, i))->tp_hash != PyBaseObject_Type.tp_hash) {
+            Py_DECREF(items);
+            return NULL;
+        }
+    *none = 0;
+    ranked *r = PyMem_Malloc((size_t)n * sizeof *r);
+    if (!r) {
+        Py_DECREF(items);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        bool stable, fresh;
+        r[i].item = PyList_GET_ITEM(items, i);
+        if (canon(r[i].item, &r[i].cid, &stable, &fresh) < 0) {
+            PyMem_Free(r);
+            Py_DECREF(items);
+            return NULL;
+        }
+    }
+    qsort(r, (size_t)n, sizeof *r, ranked_cmp);
+    PyObject *sorted = PyList_New(n);
+    if (sorted)
+        for (Py_ssize_t i = 0; i < n; i++) PyList_SET_ITEM(sorted, i, Py_NewRef(r[i].item));
+    PyMem_Free(r);
+    Py_DECREF(items);
+    if (!sorted) return NULL;
+    setorder *o = PyObject_New(setorder, &SetOrder_Type);
+    if (!o) {
+        Py_DECREF(sorted);
+        return NULL;
+    }
+    o->set = Py_NewRef(x);
+    o->items = sorted;
+    o->next = 0;
+    o->size = n;
+    return (PyObject *)o;
+}
+
 /* fi(x, site, mode) -> an iterator of x: see iterproxy (mode 1: unpack the
  * items; mode 2: x is the argument of iter()).  x is returned
  * as is when nothing is to be recorded (no explorer, an immutable iterable
@@ -3312,12 +3419,18 @@ static PyObject *h_fi(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     long mode = PyLong_AsLong(a[2]); /* 0, 1: unpack items, 2: the argument of iter() */
     if (mode == -1 && PyErr_Occurred()) return NULL;
     int unpack = mode == 1;
-    if (!hooks_ex || Py_IS_TYPE(x, &IterProxy_Type) ||
-        ((immutable_value(x) || t == &PyTuple_Type || t == &PyFrozenSet_Type) && !unpack) ||
-        (!t->tp_iter && !PySequence_Check(x)))
+    PyObject *it = NULL;
+    if (hooks_ex && (t == &PySet_Type || t == &PyFrozenSet_Type)) {
+        int none;
+        it = set_in_order(x, &none);
+        if (!it && !none) return NULL;
+        if (it && t == &PyFrozenSet_Type && !unpack) return it; /* immutable: nothing to record */
+    }
+    if (!it && (!hooks_ex || Py_IS_TYPE(x, &IterProxy_Type) ||
+                ((immutable_value(x) || t == &PyTuple_Type || t == &PyFrozenSet_Type) && !unpack) ||
+                (!t->tp_iter && !PySequence_Check(x))))
         return Py_NewRef(x);
-    PyObject *it = PyObject_GetIter(x);
-    if (!it) return NULL;
+    if (!it && !(it = PyObject_GetIter(x))) return NULL;
     /* iter(an iterator) is that iterator (a generator keeps send()): its
      * consumption is recorded where it is consumed */
     if (Py_IS_TYPE(it, &IterProxy_Type) || (mode == 2 && it == x)) return it;
@@ -3963,6 +4076,7 @@ int cs_register_hooks(PyObject *module) {
         }
     }
     if (PyType_Ready(&IterProxy_Type) < 0 || PyType_Ready(&AIterProxy_Type) < 0 ||
+        PyType_Ready(&SetOrder_Type) < 0 ||
         PyType_Ready(&CallProxy_Type) < 0 || PyType_Ready(&AwaitProxy_Type) < 0 ||
         PyType_Ready(&AgenMethod_Type) < 0)
         return -1;
