@@ -2154,6 +2154,8 @@ static int bound_to(PyObject *f, PyObject *recv) {
  * The method's name alone proves nothing: a library's `get` or `items` may
  * reorder or purge what it holds.  A whole access covers the attribute read,
  * so that read is not recorded again. */
+static PyMethodDef ordered_pop_def; /* set.pop in canonical order: "lazy iteration" */
+
 static PyObject *h_cm(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     NARGS(4, "cm");
     PyObject *obj = a[0], *name = a[1];
@@ -2190,6 +2192,11 @@ static PyObject *h_cm(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     /* asend / athrow / aclose / __anext__ of an async generator: the awaitable
      * the call returns resumes the generator in later steps (awaitproxy) */
     f = agen_method(f, recv, name, a[2]);
+    if (f && PySet_CheckExact(recv) && PyCFunction_Check(f) && PyCFunction_GET_SELF(f) == recv &&
+        !strcmp(cs_compat_cfunction_name(f), "pop")) {
+        /* recorded above as the builtin method it replaces (a write of the set) */
+        Py_SETREF(f, PyCFunction_New(&ordered_pop_def, recv));
+    }
     Py_DECREF(recv);
     return f;
 }
@@ -3406,6 +3413,25 @@ static PyObject *set_in_order(PyObject *x, int *none) {
     o->size = n;
     return (PyObject *)o;
 }
+
+/* set.pop() removes the item the set's iteration would give first: of a set
+ * of objects hashed by identity, an order of addresses again.  A call
+ * s.pop() in instrumented code on such a set (exact type) pops the item of
+ * the smallest canonical id instead; a set with an item of its own hash pops
+ * as set.pop does. */
+static PyObject *ordered_pop(PyObject *set, PyObject *Py_UNUSED(unused)) {
+    int none;
+    PyObject *it = set_in_order(set, &none);
+    if (!it) return none ? PySet_Pop(set) : NULL;
+    PyObject *first = so_next((setorder *)it);
+    Py_DECREF(it);
+    if (!first) return NULL;
+    if (PySet_Discard(set, first) < 0) Py_CLEAR(first);
+    return first;
+}
+
+static PyMethodDef ordered_pop_def = {"pop", ordered_pop, METH_NOARGS,
+                                      "Remove and return the set's first item (canonical order)."};
 
 /* fi(x, site, mode) -> an iterator of x: see iterproxy (mode 1: unpack the
  * items; mode 2: x is the argument of iter()).  x is returned

@@ -109,3 +109,36 @@ def test_a_broadcast_over_a_set_of_clients_is_explored(tmp_path: Path) -> None:
                 "--jobs", jobs, cwd=tmp_path)  # fmt: skip
         assert r.returncode == 0, r.stdout + r.stderr
         assert "PASS" in r.stdout and "complete" in r.stdout, r.stdout
+
+
+POP_SOURCE = """
+class Conn:
+    pass
+
+def pop_one(idle):
+    return idle.pop()
+
+def take_all(idle):
+    out = []
+    while idle:
+        out.append(idle.pop())
+    return out
+"""
+
+
+def test_set_pop_takes_the_first_item_in_canonical_order() -> None:
+    """A pool's idle set handed out its connections in an order of addresses."""
+    ns = exec_source(POP_SOURCE, "/tmp/cs_set_pop.py", True, "cs_set_pop")
+    conns = [ns["Conn"]() for _ in range(30)]
+    ids: dict[int, int] = {}
+
+    def ids_of() -> None:
+        ids.update({id(c): _core.hooks_object_id(c) for c in conns})
+
+    got, _ = run_in_step(lambda: ns["take_all"](set(conns)), before_detach=ids_of)
+    assert got == sorted(conns, key=lambda c: ids[id(c)])
+    with pytest.raises(KeyError, match="pop from an empty set"):
+        run_in_step(lambda: ns["pop_one"](set()))
+    mixed = {1, "a", ns["Conn"]()}
+    got, _ = run_in_step(lambda: ns["take_all"](set(mixed)))
+    assert sorted(map(id, got)) == sorted(map(id, mixed))
