@@ -3691,16 +3691,47 @@ static uint64_t text_note(PyObject *s) {
     return volatile_text(p, n) ? 0x737472ULL : bytes_note(p, n);
 }
 
+/* The attribute names the notes look up, interned once. */
+static PyObject *note_names[7];
+enum { N_GET_CORO, N_CR_CODE, N_CR_FRAME, N_GI_CODE, N_GI_FRAME, N_QUALNAME, N_FIRSTLINE };
+
+static PyObject *note_name(int which) {
+    static const char *const text[] = {"get_coro", "cr_code",     "cr_frame",      "gi_code",
+                                       "gi_frame", "co_qualname", "co_firstlineno"};
+    if (!note_names[which]) note_names[which] = PyUnicode_InternFromString(text[which]);
+    return note_names[which];
+}
+
+static PyObject *note_attr(PyObject *o, int which) {
+    PyObject *name = note_name(which);
+    return name ? PyObject_GetAttr(o, name) : NULL;
+}
+
+/* Code objects' notes, direct-mapped by address; an entry holds its code
+ * object, so an address is never another code's while it is cached. */
+#define CODE_NOTES 256
+static struct {
+    PyObject *code;
+    uint64_t note;
+} code_notes[CODE_NOTES];
+
 /* A code object by where it is: its qualified name, file and first line. */
 static uint64_t code_note(PyObject *code) {
+    size_t slot = ptr_hash(code) & (CODE_NOTES - 1);
+    if (code_notes[slot].code == code) return code_notes[slot].note;
     uint64_t h = text_note(cs_compat_code_filename(code));
-    PyObject *qual = PyObject_GetAttrString(code, "co_qualname");
-    PyObject *line = qual ? PyObject_GetAttrString(code, "co_firstlineno") : NULL;
+    PyObject *qual = note_attr(code, N_QUALNAME);
+    PyObject *line = qual ? note_attr(code, N_FIRSTLINE) : NULL;
     if (qual && PyUnicode_Check(qual)) h = note_mix(h, text_note(qual));
     if (line && PyLong_Check(line)) h = note_mix(h, (uint64_t)PyLong_AsLongLong(line));
     Py_XDECREF(qual);
     Py_XDECREF(line);
-    PyErr_Clear();
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return h;
+    }
+    Py_XSETREF(code_notes[slot].code, Py_NewRef(code));
+    code_notes[slot].note = h;
     return h;
 }
 
@@ -3709,25 +3740,29 @@ static uint64_t value_note(PyObject *o, int depth);
 /* A coroutine (or generator) by its code and the values its frame holds:
  * before it starts, its arguments. */
 static uint64_t frame_holder_note(PyObject *o, int depth) {
-    PyObject *code = PyObject_GetAttrString(o, PyCoro_CheckExact(o) ? "cr_code" : "gi_code");
-    PyObject *frame = code ? PyObject_GetAttrString(o, PyCoro_CheckExact(o) ? "cr_frame"
-                                                                           : "gi_frame")
-                           : NULL;
+    int coro = PyCoro_CheckExact(o);
+    PyObject *code = note_attr(o, coro ? N_CR_CODE : N_GI_CODE);
+    PyObject *frame = code ? note_attr(o, coro ? N_CR_FRAME : N_GI_FRAME) : NULL;
     uint64_t h = 0x636f726fULL;
     if (code && PyCode_Check(code)) h = note_mix(h, code_note(code));
     if (frame && PyFrame_Check(frame)) {
+        /* the values in the order of the code's variables, the same every time (the
+         * code fixes the names) */
         PyObject *locals = PyFrame_GetLocals((PyFrameObject *)frame);
-        PyObject *items = locals ? PyMapping_Items(locals) : NULL;
-        if (items && PyList_Check(items)) {
-            /* in the order of the code's variables, the same every time */
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items) && i < 32; i++) {
+        if (locals && PyDict_Check(locals)) {
+            Py_ssize_t pos = 0, n = 0;
+            PyObject *k, *v;
+            while (n++ < 32 && PyDict_Next(locals, &pos, &k, &v))
+                h = note_mix(h, value_note(v, depth + 1));
+        } else if (locals) { /* 3.13: a proxy of the frame's variables */
+            PyObject *items = PyMapping_Items(locals);
+            for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items) && i < 32; i++) {
                 PyObject *kv = PyList_GET_ITEM(items, i);
-                if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) continue;
-                h = note_mix(h, value_note(PyTuple_GET_ITEM(kv, 0), depth + 1));
-                h = note_mix(h, value_note(PyTuple_GET_ITEM(kv, 1), depth + 1));
+                if (PyTuple_Check(kv) && PyTuple_GET_SIZE(kv) == 2)
+                    h = note_mix(h, value_note(PyTuple_GET_ITEM(kv, 1), depth + 1));
             }
+            Py_XDECREF(items);
         }
-        Py_XDECREF(items);
         Py_XDECREF(locals);
     }
     Py_XDECREF(frame);
@@ -3780,7 +3815,8 @@ static uint64_t value_note(PyObject *o, int depth) {
 int cs_hooks_actor_note(PyObject *task, PyObject *callback, PyObject *args, uint64_t *out) {
     uint64_t h;
     if (task) {
-        PyObject *coro = PyObject_CallMethod(task, "get_coro", NULL);
+        PyObject *name = note_name(N_GET_CORO);
+        PyObject *coro = name ? PyObject_CallMethodNoArgs(task, name) : NULL;
         if (!coro) {
             PyErr_Clear();
             h = note_mix(0x7461736bULL, cstr_note(Py_TYPE(task)->tp_name));

@@ -46,8 +46,13 @@ _uuid_rng = random.Random(UUID_SEED)
 _real_uuid4 = uuid.uuid4
 
 
+#: uuid4 drew since the last reset (the reset of its generator is skipped otherwise)
+_uuid_drawn = [False]
+
+
 def _seeded_uuid4() -> uuid.UUID:
     """A random UUID (version 4), from the seeded generator."""
+    _uuid_drawn[0] = True
     return uuid.UUID(int=_uuid_rng.getrandbits(128), version=4)
 
 
@@ -166,6 +171,7 @@ def begin() -> None:
     _programs.append(_Program())
     random.seed(SEED)
     _uuid_rng.seed(UUID_SEED)
+    _uuid_drawn[0] = False
     uuid.uuid4 = _seeded_uuid4
     asyncio.as_completed = asyncio.tasks.as_completed = _ordered_as_completed
     asyncio.all_tasks = asyncio.tasks.all_tasks = _ordered_all_tasks
@@ -186,7 +192,9 @@ def reset() -> None:
         loaded()
     state, uuid_state = program.state
     random.setstate(state)
-    _uuid_rng.setstate(uuid_state)
+    if _uuid_drawn[0]:
+        _uuid_rng.setstate(uuid_state)
+        _uuid_drawn[0] = False
 
 
 def end() -> None:
