@@ -16,14 +16,14 @@ from chaossloth.capture import entropy, importer, load_file
 
 def test_every_execution_draws_what_the_first_drew(tmp_path: Path) -> None:
     outer = random.getstate()
-    real_uuid4 = uuid.uuid4
+    outer_uuid4 = uuid.uuid4  # the real one, or a program's another test left loaded
     f = tmp_path / "user_entropy_mod.py"
     f.write_text("import random\nfrom uuid import uuid4\nAT_IMPORT = random.random()\n")
     importer.begin_program()
     try:
         mod = load_file(f)
         importer.program_loaded()
-        assert mod.uuid4 is not real_uuid4  # bound while loading: the seeded one
+        assert mod.uuid4 is entropy._seeded_uuid4  # bound while loading
         draws = []
         for _ in range(3):
             importer.reset_modules()
@@ -36,7 +36,7 @@ def test_every_execution_draws_what_the_first_drew(tmp_path: Path) -> None:
     finally:
         importer.end_program()
         sys.modules.pop("user_entropy_mod", None)
-    assert random.getstate() == outer and uuid.uuid4 is real_uuid4
+    assert random.getstate() == outer and uuid.uuid4 is outer_uuid4
 
 
 def test_a_program_seeding_at_import_keeps_its_seed(tmp_path: Path) -> None:
@@ -117,11 +117,6 @@ def test_as_completed_of_coroutines_starts_its_tasks_in_one_order(tmp_path: Path
                 "--no-database", cwd=tmp_path)  # fmt: skip
         assert r.returncode == 0, r.stdout + r.stderr
         assert "PASS" in r.stdout and "complete" in r.stdout, r.stdout
-    import asyncio.tasks
-
-    assert asyncio.as_completed is asyncio.tasks.as_completed
-    assert asyncio.as_completed.__module__ == "asyncio.tasks"
-    assert asyncio.as_completed is entropy._real_as_completed  # put back in this process
 
 
 SHUTDOWN = """
@@ -162,9 +157,6 @@ def test_all_tasks_iterates_in_creation_order(tmp_path: Path) -> None:
     # its failures are of the last assertion (a worker cancelled before it first ran, which
     # the exploration's reordering of ready steps allows), never of the order of all_tasks()
     assert "PASS" in r.stdout or "AssertionError: [" in r.stdout, r.stdout
-    import asyncio.tasks
-
-    assert asyncio.all_tasks is asyncio.tasks.all_tasks is entropy._real_all_tasks
 
 
 WAIT = """
@@ -191,6 +183,22 @@ def test_wait_returns_sets_that_iterate_in_creation_order(tmp_path: Path) -> Non
     r = cli("check", "first.py", "--scenario", "main", "--no-telemetry", "--no-database",
             cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_replaced_functions_are_put_back_when_the_program_is_released() -> None:
+    import asyncio
     import asyncio.tasks
 
-    assert asyncio.wait is asyncio.tasks.wait is entropy._real_wait
+    names = ("as_completed", "all_tasks", "wait")
+    before = {n: getattr(asyncio.tasks, n) for n in names}, uuid.uuid4
+    entropy.begin()
+    try:
+        for n in names:
+            assert getattr(asyncio, n) is getattr(asyncio.tasks, n)
+            assert getattr(asyncio.tasks, n).__module__ == "asyncio.tasks"
+            assert getattr(asyncio.tasks, n).__name__ == n
+        assert uuid.uuid4 is entropy._seeded_uuid4
+    finally:
+        entropy.end()
+    assert ({n: getattr(asyncio.tasks, n) for n in names}, uuid.uuid4) == before
+    assert all(getattr(asyncio, n) is before[0][n] for n in names)

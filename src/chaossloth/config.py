@@ -412,6 +412,14 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
             "0 disables it; default 0.1)"
         ),
     ),
+    "PYTHONHASHSEED": (
+        "chaossloth/__init__.py",
+        (
+            "unset: the chaossloth command re-executes itself with PYTHONHASHSEED=0, so that "
+            "the order of a set of strings is the same in every run and a schedule that follows "
+            "it replays; set (to anything, 'random' included): used as it is"
+        ),
+    ),
     "TERM": (
         "chaossloth/progress.py",
         "'dumb': no progress line even on a terminal",
