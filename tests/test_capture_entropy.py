@@ -4,6 +4,7 @@ generator of `random` and `uuid.uuid4` draw the same values in every execution a
 from __future__ import annotations
 
 import random
+import secrets
 import sys
 import textwrap
 import uuid
@@ -29,7 +30,8 @@ def test_every_execution_draws_what_the_first_drew(tmp_path: Path) -> None:
             importer.reset_modules()
             u = mod.uuid4()
             assert u.version == 4
-            draws.append((random.random(), random.randrange(1000), u))
+            token = (secrets.token_hex(8), secrets.randbelow(1000), secrets.choice("abcdef"))
+            draws.append((random.random(), random.randrange(1000), u, token))
         assert draws[0] == draws[1] == draws[2]
         assert len({d[2] for d in draws}) == 1
         assert mod.AT_IMPORT == random.Random(entropy.SEED).random()
@@ -191,6 +193,7 @@ def test_the_replaced_functions_are_put_back_when_the_program_is_released() -> N
 
     names = ("as_completed", "all_tasks", "wait")
     before = {n: getattr(asyncio.tasks, n) for n in names}, uuid.uuid4
+    drawing = [getattr(secrets, n) for n in entropy._SECRETS]
     entropy.begin()
     try:
         for n in names:
@@ -198,7 +201,39 @@ def test_the_replaced_functions_are_put_back_when_the_program_is_released() -> N
             assert getattr(asyncio.tasks, n).__module__ == "asyncio.tasks"
             assert getattr(asyncio.tasks, n).__name__ == n
         assert uuid.uuid4 is entropy._seeded_uuid4
+        assert secrets._sysrand is entropy._ids
     finally:
         entropy.end()
+    assert [getattr(secrets, n) for n in entropy._SECRETS] == drawing
     assert ({n: getattr(asyncio.tasks, n) for n in names}, uuid.uuid4) == before
     assert all(getattr(asyncio, n) is before[0][n] for n in names)
+
+
+SESSIONS = """
+import asyncio
+import secrets
+
+SESSIONS = {}
+STATS = {"logins": 0}
+
+async def login(user):
+    token = secrets.token_urlsafe(16)
+    SESSIONS[token] = user
+    await asyncio.sleep(0)
+    n = STATS["logins"]
+    await asyncio.sleep(0)
+    STATS["logins"] = n + 1
+
+async def main():
+    await asyncio.gather(login("a"), login("b"), login("c"))
+    assert len(SESSIONS) == 3, SESSIONS
+"""
+
+
+def test_a_session_store_keyed_by_secrets_tokens_is_explored(tmp_path: Path) -> None:
+    """Tokens from secrets were other keys in every execution: DPOR's replay of a step saw other
+    accesses ("nondeterministic", exit 2)."""
+    (tmp_path / "sessions.py").write_text(textwrap.dedent(SESSIONS))
+    r = cli("check", "sessions.py", "--scenario", "main", "--no-telemetry", "--no-database",
+            cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr

@@ -167,12 +167,12 @@ def test_io_dependence_diverges(tmp_path: Path) -> None:
 
 
 def test_unseeded_random_and_wall_clock_diverge(tmp_path: Path) -> None:
-    for expr in ("secrets.randbelow(59) + 1", "time.perf_counter_ns() % 59 + 1"):
+    for expr in ("os.urandom(1)[0] % 59 + 1", "time.perf_counter_ns() % 59 + 1"):
         prog = tmp_path / "chance.py"
         prog.write_text(
             textwrap.dedent(
                 f"""\
-                import asyncio, secrets, time
+                import asyncio, os, time
 
                 async def worker(n):
                     for _ in range(n):
@@ -194,13 +194,13 @@ def test_unseeded_random_and_wall_clock_diverge(tmp_path: Path) -> None:
 
 
 def test_the_random_module_and_uuid4_replay_in_a_fresh_process(tmp_path: Path) -> None:
-    """random and uuid.uuid4 are seeded per program and reset per execution
+    """random, uuid.uuid4 and secrets are seeded per program and reset per execution
     (capture/entropy.py): the draws a schedule depends on are the same in another process."""
     prog = tmp_path / "drawn.py"
     prog.write_text(
         textwrap.dedent(
             """\
-            import asyncio, random, uuid
+            import asyncio, random, secrets, uuid
 
             async def worker(n):
                 for _ in range(n):
@@ -208,7 +208,11 @@ def test_the_random_module_and_uuid4_replay_in_a_fresh_process(tmp_path: Path) -
 
             async def main():
                 ids = {uuid.uuid4().hex[:1] for _ in range(3)}
-                await asyncio.gather(worker(random.randrange(1, 60)), worker(len(ids)))
+                await asyncio.gather(
+                    worker(random.randrange(1, 60)),
+                    worker(len(ids)),
+                    worker(secrets.randbelow(20) + int(secrets.token_hex(1), 16) % 7),
+                )
             """
         )
     )

@@ -11,11 +11,13 @@ Hypothesis does for its examples, the module-level generator of :mod:`random` is
 - once they ran (:func:`loaded`) its state is recorded, and :func:`reset` puts it back before
   every execution: the same draws in every execution, and in every process (a schedule file
   replays them);
-- ``uuid.uuid4`` draws from ``os.urandom``, which nothing can seed: while the program is loaded
-  it is replaced by a function with the same contract (a random UUID of version 4) drawing from
-  a generator of its own, reset with the other (a module that did ``from uuid import uuid4``
-  while loading binds the replacement).  ``secrets`` and ``os.urandom`` stay unseeded: a program
-  that uses them is reported as nondeterministic;
+- ``uuid.uuid4`` and the ``secrets`` module draw from ``os.urandom``, which nothing can seed:
+  while the program is loaded ``uuid.uuid4`` is replaced by a function with the same contract
+  (a random UUID of version 4), and ``secrets`` draws (``token_bytes``, ``token_hex``,
+  ``token_urlsafe``, ``randbelow``, ``randbits``, ``choice``), both from a generator of their
+  own, reset with the other (a module that did ``from uuid import uuid4`` while loading binds
+  the replacement).  ``os.urandom`` itself stays unseeded: a program that uses it is reported
+  as nondeterministic;
 - ``asyncio.as_completed`` makes its tasks in the order of a set of the awaitables it is given,
   which for coroutines is an order of addresses: one that may differ between executions of the
   same schedule, so that the same step starts other work.  While the program is loaded it is
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import asyncio.tasks
 import random
+import secrets
 import uuid
 from typing import Any
 
@@ -42,18 +45,31 @@ SEED = 0
 #: the seed of uuid4's generator
 UUID_SEED = 0x55494434
 
-_uuid_rng = random.Random(UUID_SEED)
 _real_uuid4 = uuid.uuid4
 
 
-#: uuid4 drew since the last reset (the reset of its generator is skipped otherwise)
-_uuid_drawn = [False]
+class _Tracked(random.Random):
+    """A generator that knows whether it drew since `drawn` was cleared (every draw of a
+    random.Random goes through getrandbits), so that its reset can be skipped when it did not."""
+
+    drawn = False
+
+    def getrandbits(self, k: int) -> int:
+        self.drawn = True
+        return super().getrandbits(k)
+
+
+#: the generator of uuid4 and of the secrets module while a program is loaded
+_ids = _Tracked(UUID_SEED)
 
 
 def _seeded_uuid4() -> uuid.UUID:
     """A random UUID (version 4), from the seeded generator."""
-    _uuid_drawn[0] = True
-    return uuid.UUID(int=_uuid_rng.getrandbits(128), version=4)
+    return uuid.UUID(int=_ids.getrandbits(128), version=4)
+
+
+#: the secrets module's attributes that draw: its generator, and two of its bound methods
+_SECRETS = ("_sysrand", "randbits", "choice")
 
 
 _seeded_uuid4.__name__ = _seeded_uuid4.__qualname__ = "uuid4"
@@ -144,6 +160,7 @@ class _Program:
     __slots__ = (
         "outer_all_tasks",
         "outer_as_completed",
+        "outer_secrets",
         "outer_state",
         "outer_uuid4",
         "outer_wait",
@@ -158,6 +175,7 @@ class _Program:
         self.outer_as_completed: Any = asyncio.tasks.as_completed
         self.outer_all_tasks: Any = asyncio.tasks.all_tasks
         self.outer_wait: Any = asyncio.tasks.wait
+        self.outer_secrets: Any = [getattr(secrets, n) for n in _SECRETS]
         #: the state the program's imports left (loaded), or None while it loads
         self.state: Any = None
 
@@ -170,9 +188,11 @@ _programs: list[_Program] = []
 def begin() -> None:
     _programs.append(_Program())
     random.seed(SEED)
-    _uuid_rng.seed(UUID_SEED)
-    _uuid_drawn[0] = False
+    _ids.seed(UUID_SEED)
+    _ids.drawn = False
     uuid.uuid4 = _seeded_uuid4
+    for name, value in zip(_SECRETS, (_ids, _ids.getrandbits, _ids.choice), strict=True):
+        setattr(secrets, name, value)
     asyncio.as_completed = asyncio.tasks.as_completed = _ordered_as_completed
     asyncio.all_tasks = asyncio.tasks.all_tasks = _ordered_all_tasks
     asyncio.wait = asyncio.tasks.wait = _ordered_wait
@@ -180,7 +200,7 @@ def begin() -> None:
 
 def loaded() -> None:
     if _programs and _programs[-1].state is None:
-        _programs[-1].state = (random.getstate(), _uuid_rng.getstate())
+        _programs[-1].state = (random.getstate(), _ids.getstate())
 
 
 def reset() -> None:
@@ -190,11 +210,11 @@ def reset() -> None:
     program = _programs[-1]
     if program.state is None:
         loaded()
-    state, uuid_state = program.state
+    state, ids_state = program.state
     random.setstate(state)
-    if _uuid_drawn[0]:
-        _uuid_rng.setstate(uuid_state)
-        _uuid_drawn[0] = False
+    if _ids.drawn:
+        _ids.setstate(ids_state)
+        _ids.drawn = False
 
 
 def end() -> None:
@@ -204,6 +224,8 @@ def end() -> None:
     program = _programs.pop()
     random.setstate(program.outer_state)
     uuid.uuid4 = program.outer_uuid4
+    for name, value in zip(_SECRETS, program.outer_secrets, strict=True):
+        setattr(secrets, name, value)
     asyncio.as_completed = asyncio.tasks.as_completed = program.outer_as_completed
     asyncio.all_tasks = asyncio.tasks.all_tasks = program.outer_all_tasks
     asyncio.wait = asyncio.tasks.wait = program.outer_wait
