@@ -9,6 +9,7 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Any
 
 from conftest import cli
 
@@ -237,3 +238,141 @@ def test_a_session_store_keyed_by_secrets_tokens_is_explored(tmp_path: Path) -> 
     r = cli("check", "sessions.py", "--scenario", "main", "--no-telemetry", "--no-database",
             cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_clock_the_program_reads_is_the_loops_while_it_runs() -> None:
+    """time.monotonic() and friends read the running controlled loop's clock for the program,
+    the real clock for ChaosSloth's own code, with no such loop running, and after end()."""
+    import asyncio
+    import time
+
+    from chaossloth.loop import ControlledLoop
+
+    real = {n: getattr(time, n) for n in entropy._CLOCKS}
+    ours: dict[str, Any] = {"__name__": "chaossloth.someone", "time": time}
+    exec("def reads(): return time.monotonic()", ours)  # noqa: S102
+    entropy.begin()
+    try:
+        assert abs(time.monotonic() - real["monotonic"]()) < 60  # no loop running: real
+        seen: list[Any] = []
+
+        async def program() -> None:
+            for _ in range(2):
+                seen.append((time.monotonic(), time.perf_counter(), time.time(),
+                             time.monotonic_ns(), time.time_ns(), ours["reads"]()))  # fmt: skip
+                await asyncio.sleep(2.5)
+            seen.append((time.gmtime(), time.strftime("%Y-%m-%d %H:%M:%S"), time.ctime()))
+            seen.append(time.gmtime(0))  # given a time: the real function
+
+        loop = ControlledLoop()
+        try:
+            loop.run_until_complete(program())
+        finally:
+            loop.close()
+        (m0, p0, t0, mns0, tns0, ours0), (m1, p1, t1, mns1, tns1, _), dated, epoch = seen
+        assert (m0, p0, t0, mns0, tns0) == (0.0, 0.0, entropy.WALL_EPOCH, 0,
+                                            entropy.WALL_EPOCH * 10**9)  # fmt: skip
+        assert (m1, p1, t1, mns1) == (2.5, 2.5, entropy.WALL_EPOCH + 2.5, 2_500_000_000)
+        assert tns1 == entropy.WALL_EPOCH * 10**9 + 2_500_000_000
+        assert ours0 > 60 or abs(ours0 - real["monotonic"]()) < 60  # ChaosSloth's own: real
+        assert dated[0] == real["gmtime"](entropy.WALL_EPOCH + 5.0)
+        assert dated[1] == real["strftime"]("%Y-%m-%d %H:%M:%S",
+                                            real["localtime"](entropy.WALL_EPOCH + 5.0))  # fmt: skip
+        assert dated[2] == real["ctime"](entropy.WALL_EPOCH + 5.0)
+        assert epoch == real["gmtime"](0)
+        assert time.monotonic.__name__ == "monotonic" and time.monotonic.__module__ == "time"
+    finally:
+        entropy.end()
+    assert {n: getattr(time, n) for n in entropy._CLOCKS} == real
+
+
+DEADLINE = """
+import asyncio
+import time
+
+
+class Service:
+    def __init__(self):
+        self.ready = False
+
+    async def start(self):
+        await asyncio.sleep(STARTUP)
+        self.ready = True
+
+    async def wait_ready(self):
+        deadline = time.monotonic() + 2.0
+        while not self.ready:
+            if time.monotonic() > deadline:
+                raise TimeoutError("not ready in 2 s")
+            await asyncio.sleep(0.1)
+
+
+async def main():
+    s = Service()
+    await asyncio.gather(s.start(), s.wait_ready())
+"""
+
+
+def test_a_deadline_on_time_monotonic_expires_as_on_the_stock_loop(tmp_path: Path) -> None:
+    """A deadline read from time.monotonic() and polled with asyncio.sleep(0.1) never expired:
+    the sleeps took no real time, so a startup of 5 s that fails every stock run passed every
+    schedule ("PASS (complete)").  Now the program reads the loop's clock."""
+    (tmp_path / "slow.py").write_text(textwrap.dedent(DEADLINE).replace("STARTUP", "5.0"))
+    r = cli("check", "slow.py", "--scenario", "main", "--no-database", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "TimeoutError: not ready in 2 s" in r.stdout, r.stdout
+    assert "natural failure rate on the stock loop: 0/" not in r.stdout, r.stdout
+    (tmp_path / "quick.py").write_text(textwrap.dedent(DEADLINE).replace("STARTUP", "0.5"))
+    r = cli("check", "quick.py", "--scenario", "main", "--no-telemetry", "--no-database",
+            cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0 and "PASS" in r.stdout and "complete" in r.stdout, r.stdout + r.stderr
+
+
+STAMPED = """
+import asyncio
+import logging
+import time
+
+LOG = []
+
+
+class Collect(logging.Handler):
+    def emit(self, record):
+        LOG.append(self.format(record))
+
+
+log = logging.getLogger("stamped")
+log.propagate = False
+handler = Collect()
+handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+log.addHandler(handler)
+log.setLevel(logging.INFO)
+TOTAL = {"n": 0}
+
+
+async def handle(request_id):
+    log.info("start %s", request_id)
+    n = TOTAL["n"]
+    await asyncio.sleep(0.01)
+    TOTAL["n"] = n + 1
+    log.info("done %s at %s", request_id, time.time())
+
+
+async def main():
+    stamp = time.strftime("%H%M%S")
+    await asyncio.gather(*[handle(f"{stamp}-{time.time_ns()}-{i}") for i in range(2)])
+    assert len(LOG) == 4, LOG
+"""
+
+
+def test_timestamps_handed_to_tasks_are_the_same_in_every_execution(tmp_path: Path) -> None:
+    """Request ids made from time.time_ns() and strftime, and log records stamped with the
+    time, differed in every execution: DPOR's replay check stopped the run (exit 2,
+    "nondeterministic").  Now they are read from the loop's clock, and the exploration
+    completes."""
+    (tmp_path / "stamped.py").write_text(textwrap.dedent(STAMPED))
+    for jobs in ("1", "2"):
+        r = cli("check", "stamped.py", "--scenario", "main", "--no-telemetry", "--no-database",
+                "--jobs", jobs, cwd=tmp_path)  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "PASS" in r.stdout and "complete" in r.stdout, r.stdout

@@ -5,8 +5,9 @@ draw from a grammar; these are written by hand after the idioms services use, ea
 asyncio machinery that the grammars keep apart: a timeout around a lock, a TaskGroup whose
 child fails, back-pressure through a bounded queue, a semaphore whose waiter is cancelled, a
 condition's notify_all, ``wait_for`` on an event, a shielded in-flight request shared by its
-callers (a "singleflight" cache), ``as_completed``, a Barrier, and a lock waiter cancelled
-while a release hands it the lock.
+callers (a "singleflight" cache), ``as_completed``, a Barrier, a lock waiter cancelled
+while a release hands it the lock, and a TTL cache whose entries expire by ``time.monotonic()``
+(the loop's clock while it runs: capture/entropy.py).
 
 Each is explored by brute force (``exhaustive``), by DPOR, and by DPOR with its tree shared by
 two processes (``--jobs 2``, sharing from the first execution); the three must reach the same
@@ -247,6 +248,36 @@ async def main(box):
     a.cancel()
     await asyncio.gather(h, a, b, return_exceptions=True)
     box["final"] = (tuple(box["log"]), lock.locked(), a.cancelled())
+"""
+
+PROGRAMS["ttl_cache_on_the_clock"] = """
+import asyncio
+import time
+
+class Cache:
+    def __init__(self):
+        self.value = None
+        self.stamp = None
+        self.loads = 0
+
+async def get(c, box, name):
+    now = time.monotonic()
+    if c.stamp is None or now - c.stamp >= 1.0:
+        c.loads += 1
+        await asyncio.sleep(0.5)
+        c.value, c.stamp = name, time.monotonic()
+    box["log"].append((name, c.value, time.monotonic()))
+
+async def late(c, box, delay):
+    await asyncio.sleep(delay)
+    await get(c, box, "late")
+
+async def main(box):
+    box["log"] = []
+    c = Cache()
+    await asyncio.gather(get(c, box, "a"), get(c, box, "b"), late(c, box, 1.2),
+                         late(c, box, 1.5))
+    box["final"] = (tuple(box["log"]), c.loads)
 """
 
 _DIR = Path(tempfile.mkdtemp(prefix="chaossloth-services-"))

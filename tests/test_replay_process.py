@@ -167,12 +167,15 @@ def test_io_dependence_diverges(tmp_path: Path) -> None:
 
 
 def test_unseeded_random_and_wall_clock_diverge(tmp_path: Path) -> None:
-    for expr in ("os.urandom(1)[0] % 59 + 1", "time.perf_counter_ns() % 59 + 1"):
+    """os.urandom and datetime.now() (a C method of a C type) are real in a controlled run;
+    the time module's clocks read the loop's virtual clock (capture/entropy.py) and replay:
+    test_the_loops_clock_replays_in_a_fresh_process."""
+    for expr in ("os.urandom(1)[0] % 59 + 1", "datetime.datetime.now().microsecond % 59 + 1"):
         prog = tmp_path / "chance.py"
         prog.write_text(
             textwrap.dedent(
                 f"""\
-                import asyncio, os, time
+                import asyncio, datetime, os
 
                 async def worker(n):
                     for _ in range(n):
@@ -191,6 +194,34 @@ def test_unseeded_random_and_wall_clock_diverge(tmp_path: Path) -> None:
         diverged = [r for r in reps if "error" in r]
         assert diverged, f"{expr}: three replays followed the schedule"
         _assert_divergence_message(diverged[0])
+
+
+def test_the_loops_clock_replays_in_a_fresh_process(tmp_path: Path) -> None:
+    """A count of steps drawn from time.perf_counter_ns() and time.time() follows the schedule
+    in another process: while the program runs they read the loop's virtual clock."""
+    prog = tmp_path / "clocked.py"
+    prog.write_text(
+        textwrap.dedent(
+            """\
+            import asyncio, time
+
+            async def worker(n):
+                for _ in range(n):
+                    await asyncio.sleep(0.25)
+
+            async def main():
+                await asyncio.sleep(1.5)
+                n = time.perf_counter_ns() // 500_000_000 + int(time.time()) % 3
+                await asyncio.gather(worker(n), worker(2))
+            """
+        )
+    )
+    sched = tmp_path / "clocked.json"
+    recorded = _py(RECORD, str(prog), str(sched), "random", "5", hashseed=1)
+    for _ in range(2):
+        replayed = _py(REPLAY, str(sched), hashseed=1)
+        assert "error" not in replayed, replayed
+        assert replayed["steps"] == recorded["steps"]
 
 
 def test_the_random_module_and_uuid4_replay_in_a_fresh_process(tmp_path: Path) -> None:

@@ -171,6 +171,9 @@ class JitterLoop(asyncio.SelectorEventLoop):
     by nothing.  Nothing real enters it, so a run is a function of its seed, ``jitter`` and
     ``offset`` (threads aside: see ``_wait_for_threads``)."""
 
+    #: the program's time.monotonic() and time.time() read this clock (capture/entropy.py)
+    _cs_virtual_clock = True
+
     def __init__(
         self,
         rng: random.Random,

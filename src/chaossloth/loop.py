@@ -173,6 +173,10 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
     task after which virtual time advances to the earliest pending deadline.
     """
 
+    #: the program's time.monotonic() and time.time() read this loop's clock while it runs
+    #: (capture/entropy.py)
+    _cs_virtual_clock = True
+
     def __init__(
         self,
         *,

@@ -29,14 +29,32 @@ Hypothesis does for its examples, the module-level generator of :mod:`random` is
   While the program is loaded it returns a set that iterates in the order the tasks were made
   (the controlled loop's record of it), as a set of the same tasks; so do the two sets
   ``asyncio.wait`` returns (futures that are not tasks after the tasks, in the order given).
+- the clock: on the controlled loop virtual time stands still while a step runs and jumps to
+  the next deadline when nothing is ready, so a program that also reads the real clock sees
+  two clocks that disagree: a ``deadline = time.monotonic() + 2`` polled with
+  ``await asyncio.sleep(0.1)`` never expires (the sleeps take no real time), and a program that
+  fails on every stock run passes every schedule; a timestamp handed to a task differs in every
+  execution.  While the program is loaded, ``time.monotonic``, ``perf_counter`` and their
+  ``_ns`` forms read the running loop's virtual clock (``loop.time()``, as they do on the
+  stock loop, where ``loop.time()`` is ``time.monotonic()``; the controlled loop records the
+  read, so DPOR orders it with the clock's advances; stage 4's jitter loop has a virtual clock
+  too), and ``time.time``, ``time_ns`` and the functions that
+  default to the current time (``localtime``, ``gmtime``, ``ctime``, ``asctime``,
+  ``strftime``) read ``WALL_EPOCH`` plus it.  Anywhere else -- no loop on a virtual clock
+  running in this thread (import time, another thread), or the caller is ChaosSloth's own
+  code -- they are the real functions.  ``datetime.now()`` and ``date.today()`` are C methods
+  of C types and stay real.
 """
 
 from __future__ import annotations
 
 import asyncio
+import asyncio.events
 import asyncio.tasks
 import random
 import secrets
+import sys
+import time
 import uuid
 from typing import Any
 
@@ -156,10 +174,118 @@ _ordered_wait.__module__ = "asyncio.tasks"
 _ordered_wait.__doc__ = _real_wait.__doc__
 
 
+#: the wall clock at virtual time 0 (2026-01-01 00:00:00 UTC): a fixed instant, so that an
+#: execution reads the same time in every process and a schedule file replays it
+WALL_EPOCH = 1_767_225_600
+_WALL_EPOCH_NS = WALL_EPOCH * 1_000_000_000
+_get_running_loop = asyncio.events._get_running_loop
+_getframe = sys._getframe
+_real_monotonic, _real_monotonic_ns = time.monotonic, time.monotonic_ns
+_real_perf_counter, _real_perf_counter_ns = time.perf_counter, time.perf_counter_ns
+_real_time, _real_time_ns = time.time, time.time_ns
+_real_localtime, _real_gmtime, _real_ctime = time.localtime, time.gmtime, time.ctime
+_real_asctime, _real_strftime = time.asctime, time.strftime
+
+
+def _loop_now() -> float | None:
+    """The running loop's virtual clock, for a clock function called by the program (the
+    caller of the function that called this one); None for any other caller, or with no loop
+    on a virtual clock (one whose class sets ``_cs_virtual_clock``) running in this thread."""
+    loop = _get_running_loop()
+    if loop is None or not getattr(loop, "_cs_virtual_clock", False):
+        return None
+    caller = _getframe(2).f_globals.get("__name__")
+    if type(caller) is str and (caller == "chaossloth" or caller.startswith("chaossloth.")):
+        return None
+    return loop.time()
+
+
+def _monotonic() -> float:
+    now = _loop_now()
+    return _real_monotonic() if now is None else now
+
+
+def _monotonic_ns() -> int:
+    now = _loop_now()
+    return _real_monotonic_ns() if now is None else round(now * 1e9)
+
+
+def _perf_counter() -> float:
+    now = _loop_now()
+    return _real_perf_counter() if now is None else now
+
+
+def _perf_counter_ns() -> int:
+    now = _loop_now()
+    return _real_perf_counter_ns() if now is None else round(now * 1e9)
+
+
+def _time() -> float:
+    now = _loop_now()
+    return _real_time() if now is None else WALL_EPOCH + now
+
+
+def _time_ns() -> int:
+    now = _loop_now()
+    return _real_time_ns() if now is None else _WALL_EPOCH_NS + round(now * 1e9)
+
+
+# the functions that read the current time when not given one: given one (not None), they
+# are the real functions; a keyword argument is the real function's TypeError
+
+
+def _localtime(*secs: Any) -> Any:
+    now = None if secs and secs[0] is not None else _loop_now()
+    return _real_localtime(*secs) if now is None else _real_localtime(WALL_EPOCH + now)
+
+
+def _gmtime(*secs: Any) -> Any:
+    now = None if secs and secs[0] is not None else _loop_now()
+    return _real_gmtime(*secs) if now is None else _real_gmtime(WALL_EPOCH + now)
+
+
+def _ctime(*secs: Any) -> Any:
+    now = None if secs and secs[0] is not None else _loop_now()
+    return _real_ctime(*secs) if now is None else _real_ctime(WALL_EPOCH + now)
+
+
+def _asctime(*t: Any) -> Any:
+    now = None if t else _loop_now()
+    return _real_asctime(*t) if now is None else _real_asctime(_real_localtime(WALL_EPOCH + now))
+
+
+def _strftime(format: Any, *t: Any) -> Any:  # noqa: A002 (the stock parameter's name)
+    now = None if t else _loop_now()
+    if now is None:
+        return _real_strftime(format, *t)
+    return _real_strftime(format, _real_localtime(WALL_EPOCH + now))
+
+
+#: time's attribute -> (its real function, its replacement while a program is loaded)
+_CLOCKS: dict[str, tuple[Any, Any]] = {
+    "monotonic": (_real_monotonic, _monotonic),
+    "monotonic_ns": (_real_monotonic_ns, _monotonic_ns),
+    "perf_counter": (_real_perf_counter, _perf_counter),
+    "perf_counter_ns": (_real_perf_counter_ns, _perf_counter_ns),
+    "time": (_real_time, _time),
+    "time_ns": (_real_time_ns, _time_ns),
+    "localtime": (_real_localtime, _localtime),
+    "gmtime": (_real_gmtime, _gmtime),
+    "ctime": (_real_ctime, _ctime),
+    "asctime": (_real_asctime, _asctime),
+    "strftime": (_real_strftime, _strftime),
+}
+for _name, (_real, _virtual) in _CLOCKS.items():
+    _virtual.__name__ = _virtual.__qualname__ = _name
+    _virtual.__module__ = "time"
+    _virtual.__doc__ = _real.__doc__
+
+
 class _Program:
     __slots__ = (
         "outer_all_tasks",
         "outer_as_completed",
+        "outer_clocks",
         "outer_secrets",
         "outer_state",
         "outer_uuid4",
@@ -176,6 +302,7 @@ class _Program:
         self.outer_all_tasks: Any = asyncio.tasks.all_tasks
         self.outer_wait: Any = asyncio.tasks.wait
         self.outer_secrets: Any = [getattr(secrets, n) for n in _SECRETS]
+        self.outer_clocks: Any = {n: getattr(time, n) for n in _CLOCKS}
         #: the state the program's imports left (loaded), or None while it loads
         self.state: Any = None
 
@@ -196,6 +323,8 @@ def begin() -> None:
     asyncio.as_completed = asyncio.tasks.as_completed = _ordered_as_completed
     asyncio.all_tasks = asyncio.tasks.all_tasks = _ordered_all_tasks
     asyncio.wait = asyncio.tasks.wait = _ordered_wait
+    for name, (_, virtual) in _CLOCKS.items():
+        setattr(time, name, virtual)
 
 
 def loaded() -> None:
@@ -229,3 +358,5 @@ def end() -> None:
     asyncio.as_completed = asyncio.tasks.as_completed = program.outer_as_completed
     asyncio.all_tasks = asyncio.tasks.all_tasks = program.outer_all_tasks
     asyncio.wait = asyncio.tasks.wait = program.outer_wait
+    for name, value in program.outer_clocks.items():
+        setattr(time, name, value)
