@@ -254,7 +254,7 @@ def _asctime(*t: Any) -> Any:
     return _real_asctime(*t) if now is None else _real_asctime(_real_localtime(WALL_EPOCH + now))
 
 
-def _strftime(format: Any, *t: Any) -> Any:  # noqa: A002 (the stock parameter's name)
+def _strftime(format: Any, *t: Any) -> Any:
     now = None if t else _loop_now()
     if now is None:
         return _real_strftime(format, *t)
