@@ -68,6 +68,10 @@ int cs_hooks_record_at(PyObject *obj, int kind, PyObject *site);
  * it waits for), its completion (cs_hooks_record_completion) when the step completes it; at
  * the sites set_task_sites names. */
 int cs_hooks_record_task(PyObject *task, int kind);
+/* At the start of a step of `task`: the frames of its await chain that run code which neither
+ * records itself nor is modelled, written as their calls were (hooks.c, "coroutines of code that
+ * does not record itself, resumed across steps"). */
+int cs_hooks_record_resumed(PyObject *task);
 /* A future's completion (its result, exception or cancellation set): a write of each of its
  * state keys and of its callbacks (set_future_keys; without them a write of the whole
  * future).  A registration of a task's wake-up (cs_hooks_record_registration) is an add to

@@ -163,6 +163,13 @@ PyObject *cs_compat_function_qualname(PyObject *fn) {
     return ((PyFunctionObject *)fn)->func_qualname;
 }
 
+/* The free variables are the last co_nfreevars of the co_nlocalsplus "fast
+ * locals" that LOAD_DEREF / STORE_DEREF index (3.11-3.13). */
+int cs_compat_code_first_free(PyObject *code) {
+    PyCodeObject *c = (PyCodeObject *)code;
+    return c->co_nlocalsplus - c->co_nfreevars;
+}
+
 const char *cs_compat_cfunction_name(PyObject *cb) {
     return ((PyCFunctionObject *)cb)->m_ml->ml_name;
 }

@@ -52,6 +52,10 @@ PyObject *cs_compat_code_filename(PyObject *code);
 /* A Python function's __qualname__ (borrowed; `fn` must be a function). */
 PyObject *cs_compat_function_qualname(PyObject *fn);
 
+/* The index of a code object's first free variable among the fast locals
+ * that STORE_DEREF's argument indexes (`code` must be a code object). */
+int cs_compat_code_first_free(PyObject *code);
+
 /* A builtin function's C name (`cb` must pass PyCFunction_Check). */
 const char *cs_compat_cfunction_name(PyObject *cb);
 

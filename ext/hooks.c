@@ -1494,6 +1494,18 @@ static const void *walk_key[WALK_CAP];
 static uint32_t walk_stamp[WALK_CAP];
 static uint32_t walk_cur;
 static int walking;
+/* (namespace, code summary) pairs a walk entered: walk_named */
+#define WALK_ENTERED 64
+static const void *entered[WALK_ENTERED][2];
+static int n_entered;
+/* The code summaries an outermost walk uses, held until it ends (env_summary's
+ * table may drop one meanwhile; `entered` compares them by address). */
+static PyObject *walk_pins;
+
+static int walk_pin(PyObject *sum) {
+    if (!walk_pins && !(walk_pins = PyList_New(0))) return -1;
+    return PyList_Append(walk_pins, sum);
+}
 
 static int walk_seen(const void *p) {
     size_t j = ptr_hash(p) & (WALK_CAP - 1);
@@ -1533,6 +1545,8 @@ typedef struct {
 } walk_t;
 
 static int walk_obj(walk_t *w, PyObject *o, int depth);
+static int walk_env(walk_t *w, PyObject *f, PyObject *cls, int depth);
+static int is_function_like(PyObject *v);
 
 static int walk_dict_of(walk_t *w, PyObject *o, int depth) {
     if (!type_has_dict(Py_TYPE(o))) return 0;
@@ -1601,7 +1615,10 @@ static int walk_class_attrs(walk_t *w, PyTypeObject *cls, int with_classes, int 
         w->in_class_attrs = 1;
         while (rc == 0 && PyDict_Next(t->tp_dict, &pos, &k, &v)) {
             Py_INCREF(v);
-            rc = walk_obj(w, v, depth + 1);
+            /* a method's environment, with its class as the context */
+            rc = w->mode == W_ARG && w->kind == KIND_WRITE && is_function_like(v)
+                     ? walk_env(w, v, (PyObject *)t, depth + 1)
+                     : walk_obj(w, v, depth + 1);
             Py_DECREF(v);
         }
         w->in_class_attrs = outer;
@@ -1642,8 +1659,382 @@ static int walk_iterable(walk_t *w, PyObject *o, int depth) {
 static PyTypeObject IterProxy_Type, AIterProxy_Type, CallProxy_Type, AwaitProxy_Type,
     AgenMethod_Type;
 
+/* ---- the environment of code that does not record itself
+ *
+ * A library's function reaches more than its arguments and its receiver:
+ * the globals of its module that its code names (a registry, a cache, a pool
+ * kept at module level), the attributes of the modules and classes it names
+ * (`Tracked.instances.append(self)`, `type(self).count += 1`), the cells it
+ * closes over (the counter a decorator keeps), its mutable defaults and,
+ * through the functions, classes and modules it names, theirs.  A write walk
+ * (W_ARG, KIND_WRITE: what a call of such code may change) that meets such a
+ * function walks that environment (walk_env), directed by the function's
+ * summary (env_summary: its code's names and stores, read once per code
+ * object from its bytecode and the code objects nested in it):
+ *   - every name the code uses (co_names: global and attribute names are one
+ *     list) is looked up in the function's globals, in each module and class
+ *     reached that way, and in the class of the receiver it runs for (the
+ *     class context: a method's, a constructor's); what is found is walked,
+ *     a function's environment in turn (walk_seen: once per walk);
+ *   - a name stored or deleted as a global (STORE_GLOBAL) is a write of that
+ *     global, and of the module's key order when absent (an insertion); a
+ *     name stored or deleted as an attribute (STORE_ATTR), of that attribute
+ *     of each module and class reached by name, and of the class context
+ *     where the class has it (a class-level value rebound: an attribute the
+ *     class does not have is the instance's);
+ *   - a closure cell is written when the code rebinds the free variable
+ *     (STORE_DEREF: `nonlocal`), read otherwise, and its contents walked;
+ *   - the defaults are walked;
+ *   - a constructor's environment is its class's __init__ and __new__ (and
+ *     a metaclass's __call__), with the class as context.
+ * Not seen: a name computed at run time (getattr(mod, name), globals()[k] in
+ * library code), an attribute inserted into a class through an instance's
+ * type (`type(self).new = v`).
+ *
+ * The standard library's code is modelled instead (env_modelled: files under
+ * the directories set_modelled_code names, and frozen modules), as is
+ * ChaosSloth's own: asyncio by the loop core and capture/sync.py; random,
+ * uuid and secrets by capture/entropy.py; the rest keeps caches (re's
+ * compiled patterns, functools' and typing's) whose contents no outcome
+ * depends on.  Its functions act on their arguments and receivers only. */
+/* Code objects' summaries, direct-mapped by address (a code object's own hash
+ * reads its whole bytecode on 3.12): an entry holds its code object, so an
+ * address is never another code's while it is cached; a summary is (names,
+ * global stores, attribute stores, free stores) as tuples of str, or None for
+ * modelled code. */
+#define ENV_SUMMARIES 4096
+static struct {
+    PyObject *code, *summary;
+} env_summaries[ENV_SUMMARIES];
+static PyObject *modelled_dirs;   /* tuple of str, or NULL */
+static PyObject *unmodelled_dirs; /* tuple of str: directories inside those (site-packages) */
+static int op_ext_arg = -1, op_store_global, op_delete_global, op_store_attr, op_delete_attr,
+           op_store_deref, op_delete_deref;
+
+static int load_opcodes(void) {
+    if (op_ext_arg >= 0) return 0;
+    static const char *names[] = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_ATTR", "DELETE_ATTR",
+                                  "STORE_DEREF",  "DELETE_DEREF",  "EXTENDED_ARG"};
+    int *slots[] = {&op_store_global, &op_delete_global, &op_store_attr, &op_delete_attr,
+                    &op_store_deref,  &op_delete_deref};
+    PyObject *mod = PyImport_ImportModule("opcode");
+    PyObject *map = mod ? PyObject_GetAttrString(mod, "opmap") : NULL;
+    Py_XDECREF(mod);
+    if (!map) return -1;
+    int values[7];
+    for (int i = 0; i < 7; i++) {
+        PyObject *v = PyMapping_GetItemString(map, names[i]);
+        values[i] = v ? (int)PyLong_AsLong(v) : -1;
+        Py_XDECREF(v);
+        if (values[i] < 0) {
+            Py_DECREF(map);
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_RuntimeError, "no opcode %s", names[i]);
+            return -1;
+        }
+    }
+    Py_DECREF(map);
+    for (int i = 0; i < 6; i++) *slots[i] = values[i];
+    op_ext_arg = values[6];
+    return 0;
+}
+
+/* 1 if the str `file` starts with one of the str in the tuple `dirs`. */
+static int path_under(PyObject *file, PyObject *dirs) {
+    if (!dirs) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dirs); i++) {
+        Py_ssize_t r = PyUnicode_Tailmatch(file, PyTuple_GET_ITEM(dirs, i), 0, PY_SSIZE_T_MAX, -1);
+        if (r != 0) return (int)r;
+    }
+    return 0;
+}
+
+/* 1 if code from `file` (a co_filename or a module's __file__) is modelled. */
+static int env_modelled(PyObject *file) {
+    if (!PyUnicode_Check(file)) return 0;
+    static PyObject *frozen;
+    if (!frozen && !(frozen = PyUnicode_InternFromString("<frozen "))) return -1;
+    Py_ssize_t r = PyUnicode_Tailmatch(file, frozen, 0, PY_SSIZE_T_MAX, -1);
+    if (r != 0) return (int)r;
+    int in = path_under(file, unmodelled_dirs);
+    if (in != 0) return in < 0 ? -1 : 0;
+    return path_under(file, modelled_dirs);
+}
+
+static int add_name(PyObject *set, PyObject *names, unsigned long i) {
+    if (!PyTuple_Check(names) || i >= (unsigned long)PyTuple_GET_SIZE(names)) return 0;
+    return PySet_Add(set, PyTuple_GET_ITEM(names, (Py_ssize_t)i));
+}
+
+/* Adds what `code` and the code objects nested in it name and store. */
+static int scan_code(PyObject *code, PyObject *names, PyObject *gstores, PyObject *astores,
+                     PyObject *fstores) {
+    PyObject *co_names = PyObject_GetAttrString(code, "co_names");
+    PyObject *free = co_names ? PyCode_GetFreevars((PyCodeObject *)code) : NULL;
+    PyObject *bytes = free ? PyCode_GetCode((PyCodeObject *)code) : NULL;
+    PyObject *consts = bytes ? PyObject_GetAttrString(code, "co_consts") : NULL;
+    int rc = consts && PyTuple_Check(co_names) && PyBytes_Check(bytes) && PyTuple_Check(consts)
+                 ? 0
+                 : -1;
+    if (rc < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "not a code object");
+    for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(co_names); i++)
+        rc = PySet_Add(names, PyTuple_GET_ITEM(co_names, i));
+    if (rc == 0) {
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(bytes);
+        Py_ssize_t n = PyBytes_GET_SIZE(bytes);
+        long first_free = cs_compat_code_first_free(code);
+        unsigned long ext = 0;
+        /* two-byte code units (opcode, argument), an EXTENDED_ARG prefixing the
+         * high bits; inline caches are units of their own, opcode CACHE */
+        for (Py_ssize_t i = 0; rc == 0 && i + 1 < n; i += 2) {
+            int op = b[i];
+            unsigned long arg = ext | b[i + 1];
+            if (op == op_ext_arg) {
+                ext = arg << 8;
+                continue;
+            }
+            ext = 0;
+            if (op == op_store_global || op == op_delete_global)
+                rc = add_name(gstores, co_names, arg);
+            else if (op == op_store_attr || op == op_delete_attr)
+                rc = add_name(astores, co_names, arg);
+            else if ((op == op_store_deref || op == op_delete_deref) && (long)arg >= first_free)
+                rc = add_name(fstores, free, arg - (unsigned long)first_free);
+        }
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(consts); i++)
+        if (PyCode_Check(PyTuple_GET_ITEM(consts, i)))
+            rc = scan_code(PyTuple_GET_ITEM(consts, i), names, gstores, astores, fstores);
+    Py_XDECREF(co_names);
+    Py_XDECREF(free);
+    Py_XDECREF(bytes);
+    Py_XDECREF(consts);
+    return rc;
+}
+
+enum { ENV_NAMES, ENV_GLOBAL_STORES, ENV_ATTR_STORES, ENV_FREE_STORES };
+
+/* The summary of `code` (borrowed: valid until the next call; walk_pin holds
+ * it for a walk), Py_None when its code is modelled, NULL with an exception. */
+static PyObject *env_summary(PyObject *code) {
+    size_t slot = ptr_hash(code) & (ENV_SUMMARIES - 1);
+    if (env_summaries[slot].code == code) return env_summaries[slot].summary;
+    int modelled = env_modelled(cs_compat_code_filename(code));
+    if (modelled < 0) return NULL;
+    PyObject *sum = NULL;
+    if (modelled) {
+        sum = Py_NewRef(Py_None);
+    } else if (load_opcodes() == 0) {
+        PyObject *names = PySet_New(NULL), *g = PySet_New(NULL), *a = PySet_New(NULL),
+                 *f = PySet_New(NULL);
+        if (names && g && a && f && scan_code(code, names, g, a, f) == 0) {
+            PyObject *tn = PySequence_Tuple(names), *tg = tn ? PySequence_Tuple(g) : NULL,
+                     *ta = tg ? PySequence_Tuple(a) : NULL, *tf = ta ? PySequence_Tuple(f) : NULL;
+            if (tf) sum = PyTuple_Pack(4, tn, tg, ta, tf);
+            Py_XDECREF(tn);
+            Py_XDECREF(tg);
+            Py_XDECREF(ta);
+            Py_XDECREF(tf);
+        }
+        Py_XDECREF(names);
+        Py_XDECREF(g);
+        Py_XDECREF(a);
+        Py_XDECREF(f);
+    }
+    if (!sum) return NULL;
+    Py_XSETREF(env_summaries[slot].code, Py_NewRef(code));
+    Py_XSETREF(env_summaries[slot].summary, sum); /* the table keeps it */
+    return sum;
+}
+
+/* The summary of the Python function behind f (a function, a staticmethod or
+ * classmethod wrapping one) when its environment is to be walked: *fn is set
+ * to the function (borrowed) and the summary returned (borrowed); NULL with
+ * no exception when there is nothing to walk (not a Python function,
+ * instrumented, modelled), NULL with one on error. */
+static PyObject *env_of(PyObject *f, PyObject **fn) {
+    if (f && (Py_IS_TYPE(f, &PyStaticMethod_Type) || Py_IS_TYPE(f, &PyClassMethod_Type))) {
+        PyObject *inner = PyObject_GetAttrString(f, "__func__");
+        if (!inner) return NULL;
+        Py_DECREF(inner); /* the wrapper keeps it */
+        f = inner;
+    }
+    if (!f || !PyFunction_Check(f) || is_instrumented_callable(f)) return NULL;
+    PyObject *sum = env_summary(PyFunction_GET_CODE(f));
+    if (!sum || sum == Py_None) return NULL;
+    *fn = f;
+    return sum;
+}
+
+static int walk_env(walk_t *w, PyObject *f, PyObject *cls, int depth);
+
+/* A Python function, or a staticmethod or classmethod (of one, presumably). */
+static int is_function_like(PyObject *v) {
+    return PyFunction_Check(v) || Py_IS_TYPE(v, &PyStaticMethod_Type) ||
+           Py_IS_TYPE(v, &PyClassMethod_Type);
+}
+
+/* Records the writes of the names of `stores` found in (or, with `absent`,
+ * missing from) the namespace of `owner` (a globals dict, a module, a class):
+ * a key write, and an insertion when the name is not there yet. */
+static int record_stores(walk_t *w, PyObject *owner, PyObject *stores, int absent) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(stores); i++) {
+        PyObject *name = PyTuple_GET_ITEM(stores, i);
+        int lacks = PyDict_Check(owner) ? dict_lacks(owner, name) : attr_inserts(owner, name);
+        if (lacks < 0) return -1;
+        /* a class context: a name no class of its MRO has is the instance's */
+        if (lacks && !absent &&
+            (!PyType_Check(owner) || !cs_compat_type_lookup((PyTypeObject *)owner, name)))
+            continue;
+        if (record_attr(owner, name, KIND_WRITE, w->site, NULL) < 0) return -1;
+        if (lacks && record_insertion(holder_of(owner), w->site) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Walks what code summarized by `sum` reaches by name from v. */
+static int walk_named(walk_t *w, PyObject *v, PyObject *sum, int depth);
+
+/* The values named by `sum` in the namespace dict `ns` (a class: its MRO,
+ * through `cls`), walked. */
+static int walk_names_in(walk_t *w, PyObject *ns, PyTypeObject *cls, PyObject *sum, int depth) {
+    PyObject *names = PyTuple_GET_ITEM(sum, ENV_NAMES);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        PyObject *v = cls ? cs_compat_type_lookup(cls, name) : PyDict_GetItemWithError(ns, name);
+        if (!v) {
+            if (PyErr_Occurred()) return -1;
+            continue;
+        }
+        Py_INCREF(v);
+        int rc = cls && is_function_like(v) ? walk_env(w, v, (PyObject *)cls, depth)
+                                            : walk_named(w, v, sum, depth);
+        Py_DECREF(v);
+        if (rc < 0) return -1;
+        if (w->gave_up) return 0;
+    }
+    return 0;
+}
+
+/* A module or a class is entered once per walk for each code summary that
+ * names something in it (the walk's table of pairs; past its size the walk
+ * gives up, as past its budget). */
+static int named_seen(PyObject *ns, PyObject *sum, int *full) {
+    for (int i = 0; i < n_entered; i++)
+        if (entered[i][0] == ns && entered[i][1] == sum) return 1;
+    if (n_entered == WALK_ENTERED) {
+        *full = 1;
+        return 0;
+    }
+    entered[n_entered][0] = ns;
+    entered[n_entered][1] = sum;
+    n_entered++;
+    return 0;
+}
+
+static int walk_named(walk_t *w, PyObject *v, PyObject *sum, int depth) {
+    if (w->gave_up) return 0;
+    int full = 0;
+    if (PyModule_Check(v)) {
+        PyObject *d = PyModule_GetDict(v); /* borrowed */
+        PyObject *file = PyModule_GetFilenameObject(v);
+        if (!file) PyErr_Clear();
+        /* with no file: a C module's state is C code's (modelled), a module
+         * made at run time is Python code's */
+        int modelled = file ? env_modelled(file) : PyModule_GetDef(v) != NULL;
+        Py_XDECREF(file);
+        if (modelled != 0 || !d) return modelled < 0 ? -1 : 0;
+        if (named_seen(d, sum, &full)) return 0;
+        if (full || depth > WALK_DEPTH) {
+            w->gave_up = 1;
+            return record_barrier(w->kind, w->site);
+        }
+        if (record_stores(w, v, PyTuple_GET_ITEM(sum, ENV_ATTR_STORES), 1) < 0) return -1;
+        return walk_names_in(w, d, NULL, sum, depth + 1);
+    }
+    if (PyType_Check(v) && (((PyTypeObject *)v)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        /* a class the code names: what it stores into it, and everything it
+         * holds (its construction included: __init__ is one of its methods) */
+        PyTypeObject *t = (PyTypeObject *)v;
+        if (named_seen(v, sum, &full)) return 0;
+        if (full || depth > WALK_DEPTH) {
+            w->gave_up = 1;
+            return record_barrier(w->kind, w->site);
+        }
+        if (record_stores(w, v, PyTuple_GET_ITEM(sum, ENV_ATTR_STORES), 1) < 0) return -1;
+        return walk_class_attrs(w, t, 0, depth); /* its values and its methods' environments */
+    }
+    return walk_obj(w, v, depth + 1);
+}
+
+/* The environment of the Python function f (see above), with `cls` (or NULL)
+ * the class it runs for. */
+static int walk_env(walk_t *w, PyObject *f, PyObject *cls, int depth) {
+    PyObject *fn = NULL;
+    PyObject *sum = env_of(f, &fn);
+    if (!sum) return PyErr_Occurred() ? -1 : 0;
+    if (w->gave_up || walk_seen(fn)) return 0;
+    if (w->budget == 0 || depth > WALK_DEPTH) {
+        w->gave_up = 1;
+        return record_barrier(w->kind, w->site);
+    }
+    w->budget--;
+    if (walk_pin(sum) < 0) return -1;
+    int rc = 0;
+    PyObject *cells = PyFunction_GET_CLOSURE(fn);
+    if (cells && PyTuple_Check(cells)) {
+        PyObject *free = PyCode_GetFreevars((PyCodeObject *)PyFunction_GET_CODE(fn));
+        if (!free) return -1;
+        PyObject *rebound = PyTuple_GET_ITEM(sum, ENV_FREE_STORES);
+        for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(cells); i++) {
+            PyObject *cell = PyTuple_GET_ITEM(cells, i);
+            int stores = i < PyTuple_GET_SIZE(free)
+                             ? PySequence_Contains(rebound, PyTuple_GET_ITEM(free, i))
+                             : 1;
+            if (stores < 0) {
+                rc = -1;
+                break;
+            }
+            rc = record(cell, CELL_KEY, stores ? KIND_WRITE : KIND_READ, w->site, NULL, NULL);
+            PyObject *v = rc == 0 && PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
+            if (v) {
+                Py_INCREF(v);
+                rc = walk_obj(w, v, depth + 1);
+                Py_DECREF(v);
+            }
+        }
+        Py_DECREF(free);
+    }
+    PyObject *defaults = PyFunction_GET_DEFAULTS(fn);
+    if (rc == 0 && defaults) rc = walk_obj(w, defaults, depth + 1);
+    PyObject *kwdefaults = PyFunction_GET_KW_DEFAULTS(fn);
+    if (rc == 0 && kwdefaults && PyDict_Check(kwdefaults)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (rc == 0 && PyDict_Next(kwdefaults, &pos, &k, &v)) {
+            Py_INCREF(v);
+            rc = walk_obj(w, v, depth + 1);
+            Py_DECREF(v);
+        }
+    }
+    PyObject *g = PyFunction_GET_GLOBALS(fn);
+    if (rc == 0 && g && PyDict_Check(g)) {
+        rc = record_stores(w, g, PyTuple_GET_ITEM(sum, ENV_GLOBAL_STORES), 1);
+        if (rc == 0) rc = walk_names_in(w, g, NULL, sum, depth + 1);
+    }
+    if (rc == 0 && cls && PyType_Check(cls)) {
+        rc = record_stores(w, cls, PyTuple_GET_ITEM(sum, ENV_ATTR_STORES), 0);
+        if (rc == 0) rc = walk_names_in(w, NULL, (PyTypeObject *)cls, sum, depth + 1);
+    }
+    return rc;
+}
+
 static int walk_obj(walk_t *w, PyObject *o, int depth) {
-    if (w->gave_up || immutable_value(o)) return 0;
+    /* what code that does not record itself may change: everything reachable */
+    int deep = w->mode == W_ARG && w->kind == KIND_WRITE;
+    if (w->gave_up) return 0;
+    if (deep && is_function_like(o)) return walk_env(w, o, NULL, depth);
+    if (immutable_value(o)) return 0;
     /* the hooks' proxies record their own accesses when used */
     if (Py_IS_TYPE(o, &IterProxy_Type) || Py_IS_TYPE(o, &AIterProxy_Type) ||
         Py_IS_TYPE(o, &CallProxy_Type) || Py_IS_TYPE(o, &AwaitProxy_Type) ||
@@ -1651,7 +2042,12 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
         return 0;
     if (PyMethod_Check(o)) {
         if (w->mode != W_ARG) return 0; /* compared by identity of receiver and function */
-        return walk_obj(w, PyMethod_GET_SELF(o), depth + 1);
+        PyObject *self = PyMethod_GET_SELF(o);
+        int rc = walk_obj(w, self, depth + 1);
+        if (rc == 0 && deep) /* the method's environment, its receiver's class as context */
+            rc = walk_env(w, PyMethod_GET_FUNCTION(o),
+                          PyType_Check(self) ? self : (PyObject *)Py_TYPE(self), depth + 1);
+        return rc;
     }
     if (PyCFunction_Check(o)) {
         PyObject *self = PyCFunction_GET_SELF(o);
@@ -1667,8 +2063,16 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
         return record_barrier(w->kind, w->site);
     }
     w->budget--;
-    /* what code that does not record itself may change: everything reachable */
-    int deep = w->mode == W_ARG && w->kind == KIND_WRITE;
+    if (deep && Py_IS_TYPE(o, &PyProperty_Type)) { /* its accessors' environments */
+        static const char *fields[] = {"fget", "fset", "fdel"};
+        for (int i = 0; i < 3; i++) {
+            PyObject *acc = PyObject_GetAttrString(o, fields[i]);
+            int rc = acc ? walk_obj(w, acc, depth + 1) : -1;
+            Py_XDECREF(acc);
+            if (rc < 0) return -1;
+        }
+        return 0;
+    }
     if (deep && PyType_Check(o)) { /* a heap class (immutable_value passed the others) */
         if (record(o, CS_KEY_WHOLE, w->kind, w->site, NULL, NULL) < 0) return -1;
         return walk_class_attrs(w, (PyTypeObject *)o, !w->in_class_attrs, depth);
@@ -1734,17 +2138,124 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
     return (bits & TB_OPAQUE_VALUE) ? walk_fields_of(w, o, depth) : 0;
 }
 
-/* Runs one walk of o (the entry point of every deep access). */
-static int walk(PyObject *o, int mode, int kind, PyObject *site) {
-    if (!hooks_ex || immutable_value(o)) return 0;
-    walk_t w = {mode, kind, site, WALK_BUDGET, 0, 0};
+/* Opens a walk (walk_end closes it): a fresh walk_seen table and table of
+ * entered namespaces for an outermost one. */
+static void walk_begin(walk_t *w, int mode, int kind, PyObject *site) {
+    *w = (walk_t){mode, kind, site, WALK_BUDGET, 0, 0};
     walking++;
-    if (walking == 1 && ++walk_cur == 0) { /* wrapped: clear the stamps */
+    if (walking > 1) return;
+    n_entered = 0;
+    if (++walk_cur == 0) { /* wrapped: clear the stamps */
         memset(walk_stamp, 0, sizeof walk_stamp);
         walk_cur = 1;
     }
+}
+
+static void walk_end(void) {
+    if (--walking == 0 && walk_pins && PyList_GET_SIZE(walk_pins) &&
+        PyList_SetSlice(walk_pins, 0, PyList_GET_SIZE(walk_pins), NULL) < 0)
+        PyErr_Clear(); /* (deleting a slice of a list allocates nothing) */
+}
+
+/* Runs one walk of o (the entry point of every deep access). */
+static int walk(PyObject *o, int mode, int kind, PyObject *site) {
+    if (!hooks_ex || (immutable_value(o) && !PyFunction_Check(o))) return 0;
+    walk_t w;
+    walk_begin(&w, mode, kind, site);
     int rc = walk_obj(&w, o, 0);
-    walking--;
+    walk_end();
+    return rc;
+}
+
+/* ---- coroutines of code that does not record itself, resumed across steps
+ *
+ * A library's coroutine goes on running in the later steps of the task that
+ * awaits it: what it does after its first await is no call of instrumented
+ * code's, so the call's record (record_callee: the receiver, the arguments,
+ * the function's environment) covers only the step that made it.  So at the
+ * start of each step of a task, each frame of the task's await chain (its
+ * coroutine, what that awaits, and so on: each of them resumes in the step)
+ * whose code neither records itself nor is modelled is written as its call
+ * was: everything reachable from the frame's variables (its receiver, its
+ * arguments, its locals and the contents of its closure cells) and its code's
+ * environment in the frame's globals (walk_names_in).  Not seen: a cell such
+ * a frame rebinds (`nonlocal`) after an await. */
+static int walk_frame(walk_t *w, PyObject *frame, PyObject *sum) {
+    PyObject *locals = PyFrame_GetLocals((PyFrameObject *)frame);
+    if (!locals) return -1;
+    int rc = 0;
+    if (PyDict_Check(locals)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (rc == 0 && PyDict_Next(locals, &pos, &k, &v)) {
+            Py_INCREF(v);
+            rc = walk_obj(w, v, 1);
+            Py_DECREF(v);
+        }
+    } else { /* 3.13: a proxy of the frame's variables */
+        PyObject *values = PyMapping_Values(locals);
+        rc = values ? 0 : -1;
+        for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(values); i++)
+            rc = walk_obj(w, PyList_GET_ITEM(values, i), 1);
+        Py_XDECREF(values);
+    }
+    Py_DECREF(locals);
+    PyObject *globals = rc == 0 ? PyFrame_GetGlobals((PyFrameObject *)frame) : NULL;
+    if (globals) {
+        rc = record_stores(w, globals, PyTuple_GET_ITEM(sum, ENV_GLOBAL_STORES), 1);
+        if (rc == 0) rc = walk_names_in(w, globals, NULL, sum, 1);
+        Py_DECREF(globals);
+    }
+    return rc;
+}
+
+int cs_hooks_record_resumed(PyObject *task) {
+    if (!hooks_ex) return 0;
+    static PyObject *names[7];
+    static const char *cnames[7] = {"_coro",   "cr_await", "gi_yieldfrom", "cr_frame",
+                                    "gi_frame", "cr_code", "gi_code"};
+    for (int i = 0; i < 7; i++)
+        if (!names[i] && !(names[i] = PyUnicode_InternFromString(cnames[i]))) return -1;
+    PyObject *obj = PyObject_GetAttr(task, names[0]);
+    if (!obj) {
+        PyErr_Clear(); /* not a task of asyncio's: nothing it awaits is known */
+        return 0;
+    }
+    walk_t w;
+    int open = 0, rc = 0;
+    for (int depth = 0; rc == 0 && depth < WALK_DEPTH; depth++) {
+        int coro = PyCoro_CheckExact(obj);
+        if (!coro && !PyGen_Check(obj)) break;
+        PyObject *code = PyObject_GetAttr(obj, names[coro ? 5 : 6]);
+        PyObject *sum = NULL;
+        int instrumented = !code ? -1
+                           : !PyCode_Check(code) || !instrumented_files
+                               ? 0
+                               : PySet_Contains(instrumented_files, cs_compat_code_filename(code));
+        if (instrumented < 0) rc = -1;
+        else if (!instrumented && code && PyCode_Check(code) && !(sum = env_summary(code)))
+            rc = -1;
+        if (rc == 0 && sum && sum != Py_None) {
+            PyObject *frame = PyObject_GetAttr(obj, names[coro ? 3 : 4]);
+            if (frame && PyFrame_Check(frame)) {
+                if (!open) {
+                    walk_begin(&w, W_ARG, KIND_WRITE, task_step_site);
+                    open = 1;
+                }
+                rc = walk_pin(sum);
+                if (rc == 0) rc = walk_frame(&w, frame, sum);
+            } else if (!frame) {
+                rc = -1;
+            }
+            Py_XDECREF(frame);
+        }
+        Py_XDECREF(code);
+        PyObject *next = rc == 0 ? PyObject_GetAttr(obj, names[coro ? 1 : 2]) : NULL;
+        Py_SETREF(obj, next);
+        if (!obj) break;
+    }
+    Py_XDECREF(obj);
+    if (open) walk_end();
     return rc;
 }
 
@@ -2395,6 +2906,8 @@ cleanup:
 
 static int record_args(PyObject *f, PyObject *const *args, Py_ssize_t n, PyObject *site);
 
+static int record_constructor(PyTypeObject *t, PyObject *site);
+
 /* newcall(f, site, *args, **kw) -> f(*args, **kw), for calls of classes of
  * the instrumented module and of list / dict / set / bytearray.  What is
  * called is checked here, at run time: only a callee that always returns a
@@ -2412,6 +2925,7 @@ static PyObject *h_newcall(PyObject *Py_UNUSED(m), PyObject *const *a, size_t na
     if (!hooks_ex) return PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
     Py_ssize_t n = nargs - 2 + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     if (record_args(f, a + 2, n, a[1]) < 0) return NULL;
+    if (PyType_Check(f) && record_constructor((PyTypeObject *)f, a[1]) < 0) return NULL;
     int how = fresh_callee(f);
     if (how == NEW_CLASS) return construct((PyTypeObject *)f, a + 2, nargs - 2, kwnames, a[1]);
     PyObject *r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
@@ -2639,26 +3153,61 @@ static int is_partial(PyObject *f) {
     return PyObject_TypeCheck(f, (PyTypeObject *)partial_type);
 }
 
+/* What constructing an instance of t may change beyond the arguments: the
+ * environments of its __init__ and __new__ and of its metaclass's __call__,
+ * with t as their class context (see "the environment of code that does not
+ * record itself"). */
+static int record_constructor(PyTypeObject *t, PyObject *site) {
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 0;
+    static PyObject *names[3];
+    static const char *cnames[3] = {"__init__", "__new__", "__call__"};
+    for (int i = 0; i < 3; i++)
+        if (!names[i] && !(names[i] = PyUnicode_InternFromString(cnames[i]))) return -1;
+    PyTypeObject *meta = Py_TYPE(t);
+    PyObject *parts[3] = {
+        cs_compat_type_lookup(t, names[0]), cs_compat_type_lookup(t, names[1]),
+        (meta->tp_flags & Py_TPFLAGS_HEAPTYPE) ? cs_compat_type_lookup(meta, names[2]) : NULL};
+    int any = 0;
+    for (int i = 0; i < 3; i++) {
+        PyObject *fn;
+        if (parts[i] && env_of(parts[i], &fn)) any = 1;
+        else if (PyErr_Occurred()) return -1;
+    }
+    if (!any) return 0;
+    for (int i = 0; i < 3; i++) Py_XINCREF(parts[i]);
+    walk_t w;
+    walk_begin(&w, W_ARG, KIND_WRITE, site);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < 3; i++)
+        if (parts[i]) rc = walk_env(&w, parts[i], (PyObject *)t, 0);
+    walk_end();
+    for (int i = 0; i < 3; i++) Py_XDECREF(parts[i]);
+    return rc;
+}
+
 /* What calling f does to the objects f itself carries, apart from the
  * arguments of the call (record_args):
  *   - a bound method of an object (builtin or Python, kept in a variable,
  *     stored as a callback, returned by getattr): a write of its receiver,
  *     unless the method is instrumented (it records for itself) or a known
  *     pure method of a builtin container (a read);
+ *   - a function that does not record itself: its environment (globals,
+ *     cells, defaults it reaches: walk_env); a class: its construction's
+ *     (record_constructor);
  *   - a functools.partial: what its function does, to its receiver and to
  *     the bound arguments;
  *   - exec / eval / compile / globals / locals / __import__ / breakpoint:
  *     the global barrier;
  *   - another callable object whose __call__ is not instrumented: a write of
  *     the object.
- * Functions, classes and static callables (itemgetter, methodcaller...) carry
- * no state of their own. */
+ * Instrumented functions (they record for themselves) and static callables
+ * (itemgetter, methodcaller...) carry no state of their own. */
 static int record_callee(PyObject *f, PyObject *site, int depth) {
     if (!hooks_ex) return 0;
     if (depth > 8) return record_barrier(KIND_WRITE, site);
     if (PyMethod_Check(f)) {
         if (is_instrumented_callable(f)) return 0;
-        return walk(PyMethod_GET_SELF(f), W_ARG, KIND_WRITE, site);
+        return walk(f, W_ARG, KIND_WRITE, site); /* the receiver, the method's environment */
     }
     if (PyCFunction_Check(f)) {
         PyObject *self = PyCFunction_GET_SELF(f);
@@ -2678,7 +3227,8 @@ static int record_callee(PyObject *f, PyObject *site, int depth) {
         return record(holder_of(view_base(self)), CS_KEY_WHOLE, pure ? KIND_READ : KIND_WRITE,
                       site, NULL, NULL);
     }
-    if (PyFunction_Check(f) || PyType_Check(f)) return 0;
+    if (PyFunction_Check(f)) return is_instrumented_callable(f) ? 0 : walk(f, W_ARG, KIND_WRITE, site);
+    if (PyType_Check(f)) return record_constructor((PyTypeObject *)f, site);
     PyObject *wrapped = method_wrapper_self(f);
     if (wrapped) /* a slot wrapper: what the slot does to its object is unknown */
         return walk(wrapped, W_ARG, KIND_WRITE, site);
@@ -3984,6 +4534,34 @@ static PyObject *h_set_files(PyObject *Py_UNUSED(m), PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* set_modelled_code(dirs, exceptions): the directories (tuples of str, each
+ * ending with a separator) whose code's environment is modelled, not walked
+ * (see "the environment of code that does not record itself"), and the
+ * directories inside them that are not (site-packages).  Summaries made
+ * before are dropped. */
+static PyObject *h_set_modelled_code(PyObject *Py_UNUSED(m), PyObject *const *a,
+                                     Py_ssize_t nargs) {
+    NARGS(2, "set_modelled_code");
+    for (int i = 0; i < 2; i++) {
+        if (!PyTuple_Check(a[i])) {
+            PyErr_SetString(PyExc_TypeError, "expected two tuples of str");
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a[i]); j++)
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(a[i], j))) {
+                PyErr_SetString(PyExc_TypeError, "expected two tuples of str");
+                return NULL;
+            }
+    }
+    Py_XSETREF(modelled_dirs, Py_NewRef(a[0]));
+    Py_XSETREF(unmodelled_dirs, Py_NewRef(a[1]));
+    for (size_t i = 0; i < ENV_SUMMARIES; i++) {
+        Py_CLEAR(env_summaries[i].code);
+        Py_CLEAR(env_summaries[i].summary);
+    }
+    Py_RETURN_NONE;
+}
+
 /* set_self_recording(functions, classes): the functions that record their
  * own accesses (a set) and the classes they belong to (a tuple), or
  * (None, None). */
@@ -4091,6 +4669,9 @@ static PyMethodDef hook_methods[] = {
      "The canonical id an object has in this execution (None if unseen)."},
     {"set_instrumented_files", h_set_files, METH_O,
      "Filenames whose functions record their own accesses."},
+    FAST("set_modelled_code", h_set_modelled_code,
+         "set_modelled_code(dirs, exceptions): directories whose code's module state is modelled "
+         "(the standard library's), and directories inside them that are not (site-packages)"),
     FAST("set_self_recording", h_set_self_recording,
          "set_self_recording(functions, classes): functions (not instrumented) that record their "
          "own accesses, and their classes."),

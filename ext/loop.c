@@ -1573,6 +1573,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
         if (!task) rc = record_shared_state(h->callback, 0, &counted, &was_done);
         else if ((task_was_done = cs_loop_future_is_done(task)) < 0) rc = -1;
         else rc = cs_hooks_record_task(task, CS_READ);
+        if (rc == 0 && task) rc = cs_hooks_record_resumed(task);
     }
     self->cur_task = Py_XNewRef(task);
     self->cur_polls = h->polls;

@@ -86,12 +86,32 @@ def _in_site_packages(real: str) -> bool:
     return any(part in ("site-packages", "dist-packages") for part in real.split(os.sep))
 
 
+def modelled_code_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The directories whose code's module state the hooks take as modelled rather than walk
+    it (the standard library's and ChaosSloth's own), and the directories inside them whose
+    code is not (site-packages): ext/hooks.c, "the environment of code that does not record
+    itself".  Each as imported and resolved, ending with a separator."""
+
+    def spelled(paths: list[str]) -> tuple[str, ...]:
+        out = [v.rstrip(os.sep) + os.sep for p in paths for v in (p, os.path.realpath(p))]
+        return tuple(dict.fromkeys(out))
+
+    paths = sysconfig.get_paths()
+    std = [paths[k] for k in ("stdlib", "platstdlib") if paths.get(k)]
+    sites = [paths[k] for k in ("purelib", "platlib") if paths.get(k)]
+    sites += [*site.getsitepackages(), site.getusersitepackages()]
+    return spelled([*std, _OWN_DIR]), spelled(sites)
+
+
 #: what marks a project's root directory
 PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 #: directory names under a root that are never the user's code (virtualenvs, build output)
 _SKIPPED_DIRS = frozenset({".venv", "venv", "build", "site-packages", "dist-packages"})
 #: ChaosSloth's own package directory: never instrumented
 _OWN_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+_core.set_modelled_code(*modelled_code_dirs())
 
 
 def project_root(start: str | os.PathLike[str]) -> Path:
