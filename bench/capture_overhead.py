@@ -5,6 +5,9 @@
    access is recorded in the engine's trace and the object kept alive).
 2. Slowdown of a whole function: the original vs its instrumented version, with no explorer and
    while recording.
+3. Cost per call of what a call records: an instrumented callee, a standard-library function
+   (modelled), a library function and a library method (their receiver and the module state
+   their code names are walked).
 
 Prints ratios; never asserts on time.
 """
@@ -162,10 +165,91 @@ def per_function() -> None:
           f"   ({accesses} accesses, {(r - p) / max(accesses, 1) * 1e9:.1f} ns each)")  # fmt: skip
 
 
+#: a library (compiled under a file name no instrumentation covers): calls of it write what it can
+#: reach, its receiver and arguments and the module state its code names (ext/hooks.c, "the
+#: environment of code that does not record itself")
+LIBRARY = textwrap.dedent(
+    """
+    _registry = []
+    _config = {"limit": 64}
+
+    class Client:
+        def __init__(self):
+            self.sent = []
+
+        def send(self, x):
+            if len(self.sent) >= _config["limit"]:
+                self.sent.clear()
+            self.sent.append(x)
+
+    def register(x):
+        if len(_registry) >= _config["limit"]:
+            _registry.clear()
+        _registry.append(x)
+    """
+)
+
+CALLER = textwrap.dedent(
+    """
+    import json
+
+    def own(x):
+        return x
+
+    def calls_own(n):
+        for i in range(n):
+            own(i)
+
+    def calls_stdlib(n):
+        for i in range(n):
+            json.dumps(i)
+
+    def calls_library(lib, n):
+        for i in range(n):
+            lib.register(i)
+
+    def calls_method(client, n):
+        for i in range(n):
+            client.send(i)
+    """
+)
+
+
+def per_library_call() -> None:
+    import types
+
+    n = 20_000
+    lib = types.ModuleType("bench_library")
+    exec(compile(LIBRARY, "<site-packages>/bench_library.py", "exec"), vars(lib))  # noqa: S102
+    plain_ns: dict[str, Any] = {"__name__": "bench_plain_caller"}
+    exec(compile(CALLER, "<bench plain caller>", "exec"), plain_ns)  # noqa: S102
+    inst_ns: dict[str, Any] = {"__name__": "bench_inst_caller"}
+    inst_ns.update(hook_namespace())
+    _register_file("<bench inst caller>")
+    exec(compile_instrumented(CALLER, "<bench inst caller>"), inst_ns)  # noqa: S102
+    client = lib.Client()
+    cases = [
+        ("instrumented function", "calls_own", ()),
+        ("json.dumps (stdlib)", "calls_stdlib", ()),
+        ("library function", "calls_library", (lib,)),
+        ("library method", "calls_method", (client,)),
+    ]
+    print(f"\nper call (ns), {n} calls per run, best of {REPS}: the caller plain, and instrumented"
+          " while recording")  # fmt: skip
+    print(f"{'callee':<24}{'plain':>10}{'recording':>12}{'rec/plain':>12}")
+    for name, fn, args in cases:
+        p, r = best_of(
+            lambda fn=fn, args=args: plain_ns[fn](*args, n),
+            recording(lambda fn=fn, args=args: inst_ns[fn](*args, n)),
+        )
+        print(f"{name:<24}{p / n * 1e9:>10.1f}{r / n * 1e9:>12.1f}{r / p:>11.2f}x")
+
+
 def main() -> int:
     print(f"capture overhead (python {sys.version.split()[0]})")
     per_access()
     per_function()
+    per_library_call()
     return 0
 
 

@@ -1973,7 +1973,16 @@ static int walk_env(walk_t *w, PyObject *f, PyObject *cls, int depth) {
     PyObject *fn = NULL;
     PyObject *sum = env_of(f, &fn);
     if (!sum) return PyErr_Occurred() ? -1 : 0;
-    if (w->gave_up || walk_seen(fn)) return 0;
+    if (w->gave_up) return 0;
+    /* a nested walk (a __del__ run inside a walk) shares the outer one's
+     * tables: the barrier is what it can record for an environment */
+    if (walking > 1) {
+        w->gave_up = 1;
+        return record_barrier(w->kind, w->site);
+    }
+    /* once as a plain function and once as a method (any class context: the
+     * class reads of an attribute cover the MRO up to the class defining it) */
+    if (walk_seen(cls ? (const char *)fn + 1 : (const char *)fn)) return 0;
     if (w->budget == 0 || depth > WALK_DEPTH) {
         w->gave_up = 1;
         return record_barrier(w->kind, w->site);
