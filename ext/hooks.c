@@ -2187,7 +2187,8 @@ static int walk(PyObject *o, int mode, int kind, PyObject *site) {
  * whose code neither records itself nor is modelled is written as its call
  * was: everything reachable from the frame's variables (its receiver, its
  * arguments, its locals and the contents of its closure cells) and its code's
- * environment in the frame's globals (walk_names_in).  Not seen: a cell such
+ * environment in the frame's globals (walk_names_in), at the site of the line
+ * where it resumes (library_site).  Not seen: a cell such
  * a frame rebinds (`nonlocal`) after an await. */
 static int walk_frame(walk_t *w, PyObject *frame, PyObject *sum) {
     PyObject *locals = PyFrame_GetLocals((PyFrameObject *)frame);
@@ -2216,6 +2217,40 @@ static int walk_frame(walk_t *w, PyObject *frame, PyObject *sum) {
         Py_DECREF(globals);
     }
     return rc;
+}
+
+static PyObject *library_site_maker; /* set_library_site_maker's callable, or NULL */
+static PyObject *library_sites;      /* (address of code, line) -> (code, site id) */
+
+/* The site of the library frame `frame` of `code` resumed at its current
+ * line (new reference): sites.library_frame's, made once per code and line
+ * (the code is held by the table, so its address names it); the task step's
+ * site when no maker is set. */
+static PyObject *library_site(PyObject *frame, PyObject *code) {
+    if (!library_site_maker) return Py_NewRef(task_step_site ? task_step_site : Py_None);
+    if (!library_sites && !(library_sites = PyDict_New())) return NULL;
+    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+    PyObject *key = Py_BuildValue("(Ni)", PyLong_FromVoidPtr(code), line);
+    if (!key) return NULL;
+    PyObject *got = PyDict_GetItemWithError(library_sites, key);
+    if (got) {
+        Py_DECREF(key);
+        return Py_NewRef(PyTuple_GET_ITEM(got, 1));
+    }
+    PyObject *site = NULL, *entry = NULL;
+    PyObject *qual = PyErr_Occurred() ? NULL : PyObject_GetAttrString(code, "co_qualname");
+    PyObject *globals = qual ? PyFrame_GetGlobals((PyFrameObject *)frame) : NULL;
+    PyObject *module = globals ? PyDict_GetItemString(globals, "__name__") : NULL;
+    if (globals)
+        site = PyObject_CallFunction(library_site_maker, "OiOO", cs_compat_code_filename(code),
+                                     line, qual, module ? module : Py_None);
+    if (site) entry = PyTuple_Pack(2, code, site);
+    if (!entry || PyDict_SetItem(library_sites, key, entry) < 0) Py_CLEAR(site);
+    Py_XDECREF(entry);
+    Py_XDECREF(globals);
+    Py_XDECREF(qual);
+    Py_DECREF(key);
+    return site;
 }
 
 int cs_hooks_record_resumed(PyObject *task) {
@@ -2251,7 +2286,13 @@ int cs_hooks_record_resumed(PyObject *task) {
                     walk_begin(&w, W_ARG, KIND_WRITE, task_step_site);
                     open = 1;
                 }
-                rc = walk_pin(sum);
+                PyObject *site = library_site(frame, code);
+                rc = site ? walk_pin(site) : -1; /* the walk keeps it */
+                if (rc == 0) {
+                    w.site = site;
+                    rc = walk_pin(sum);
+                }
+                Py_XDECREF(site);
                 if (rc == 0) rc = walk_frame(&w, frame, sum);
             } else if (!frame) {
                 rc = -1;
@@ -4423,6 +4464,18 @@ static PyObject *h_record(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t
     Py_RETURN_NONE;
 }
 
+/* set_library_site_maker(f): f(filename, line, qualname, module) -> the site
+ * id of a library coroutine's frame resumed at filename:line. */
+static PyObject *h_set_library_site_maker(PyObject *Py_UNUSED(m), PyObject *arg) {
+    if (!PyCallable_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "expected a callable");
+        return NULL;
+    }
+    Py_XSETREF(library_site_maker, Py_NewRef(arg));
+    Py_CLEAR(library_sites);
+    Py_RETURN_NONE;
+}
+
 /* set_task_sites(step, complete): the site ids of the loop core's task accesses. */
 static PyObject *h_set_task_sites(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
     if (nargs != 2 || !PyLong_Check(a[0]) || !PyLong_Check(a[1])) {
@@ -4658,6 +4711,9 @@ static PyMethodDef hook_methods[] = {
     {"newcall", (PyCFunction)(void (*)(void))h_newcall, METH_FASTCALL | METH_KEYWORDS,
      "newcall(f, site, *args, **kw) -> f(*args, **kw); a fresh result is recorded as created."},
     FAST("record", h_record, "record(obj, kind, site=0, key=None): record an access."),
+    {"set_library_site_maker", h_set_library_site_maker, METH_O,
+     "set_library_site_maker(f): f(filename, line, qualname, module) -> the site of a library "
+     "coroutine's frame resumed at that line."},
     FAST("set_task_sites", h_set_task_sites,
          "set_task_sites(step, complete): the sites of the accesses the loop core records for "
          "a task's step (a read of the task) and its completion (a write)."),

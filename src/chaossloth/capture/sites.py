@@ -22,7 +22,8 @@ class Site(NamedTuple):
     #: key: ``self.counters['audit']``), ``global hits``, ``nonlocal count``
     name: str = ""
     #: attr, item, method, keyed, contains, global, cell, whole, iter, sync, new (an allocation:
-    #: a display, a comprehension or a class call, recorded as created by the current step)
+    #: a display, a comprehension or a class call, recorded as created by the current step),
+    #: library (a library coroutine resumed there: library_frame)
     kind: str = ""
 
 
@@ -48,6 +49,14 @@ def register(filename: str, line: int, col: int, text: str, name: str, kind: str
         SITES.append(site)
         _index[site] = sid
     return sid
+
+
+def library_frame(filename: str, line: int, qualname: str, module: str | None) -> int:
+    """The site of a frame of uninstrumented code resumed at filename:line in a task's step,
+    whose writes stand for what it may change there (ext/hooks.c, "coroutines of code that does
+    not record itself, resumed across steps")."""
+    owner = f"{module}." if module else ""
+    return register(filename, line, 0, "", f"what {owner}{qualname} reaches", "library")
 
 
 def get(site_id: int) -> Site:

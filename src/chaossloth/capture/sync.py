@@ -671,6 +671,7 @@ _F = {n: _fsite("Future", n) for n in (
     "done", "result", "exception", "cancelled", "complete", "create", "await")}  # fmt: skip
 _T = {n: _fsite("Task", n) for n in (*_F, "step")}
 _core.set_task_sites(_T["step"], _T["complete"])
+_core.set_library_site_maker(sites.library_frame)
 
 
 #: when a list: every RecordingTask created is appended to it (strongly held), so that the end
