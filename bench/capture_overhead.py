@@ -135,14 +135,20 @@ WORKLOAD = textwrap.dedent(
 )
 
 
+def namespaces(source: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`source` executed as it is and instrumented: the two modules' namespaces."""
+    plain_ns: dict[str, Any] = {"__name__": f"bench_plain_{name}"}
+    exec(compile(source, f"<bench plain {name}>", "exec"), plain_ns)  # noqa: S102
+    inst_ns: dict[str, Any] = {"__name__": f"bench_inst_{name}"}
+    inst_ns.update(hook_namespace())
+    _register_file(f"<bench inst {name}>")
+    exec(compile_instrumented(source, f"<bench inst {name}>"), inst_ns)  # noqa: S102
+    return plain_ns, inst_ns
+
+
 def per_function() -> None:
     n = 20_000
-    plain_ns: dict[str, Any] = {"__name__": "bench_plain"}
-    exec(compile(WORKLOAD, "<bench plain>", "exec"), plain_ns)  # noqa: S102
-    inst_ns: dict[str, Any] = {"__name__": "bench_inst"}
-    inst_ns.update(hook_namespace())
-    _register_file("<bench inst>")
-    exec(compile_instrumented(WORKLOAD, "<bench inst>"), inst_ns)  # noqa: S102
+    plain_ns, inst_ns = namespaces(WORKLOAD, "workload")
     assert plain_ns["work"](100) == inst_ns["work"](100)
     p, i, r = best_of(
         lambda: plain_ns["work"](n),
@@ -221,12 +227,7 @@ def per_library_call() -> None:
     n = 20_000
     lib = types.ModuleType("bench_library")
     exec(compile(LIBRARY, "<site-packages>/bench_library.py", "exec"), vars(lib))  # noqa: S102
-    plain_ns: dict[str, Any] = {"__name__": "bench_plain_caller"}
-    exec(compile(CALLER, "<bench plain caller>", "exec"), plain_ns)  # noqa: S102
-    inst_ns: dict[str, Any] = {"__name__": "bench_inst_caller"}
-    inst_ns.update(hook_namespace())
-    _register_file("<bench inst caller>")
-    exec(compile_instrumented(CALLER, "<bench inst caller>"), inst_ns)  # noqa: S102
+    plain_ns, inst_ns = namespaces(CALLER, "caller")
     client = lib.Client()
     cases = [
         ("instrumented function", "calls_own", ()),

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_capture_order import _explore
 from test_capture_protocols import installed_library
+from test_capture_reach import render_workers
 from test_loop_model import load
 
 _STORE = """
@@ -464,19 +465,9 @@ def _generated_op(op: tuple[str, ...], worker: int, index: int) -> str:
 
 
 def render_generated(workers: list[list[tuple[str, ...]]]) -> str:
-    lines = ["import asyncio", "import cs_generated_state as lib", ""]
-    for w, ops in enumerate(workers):
-        lines.append(f"async def worker{w}(seen):")
-        lines.append("    aliases = ()")
-        lines.extend(f"    {_generated_op(op, w, i)}" for i, op in enumerate(ops))
-        lines.append("")
-    lines.append("async def main(box):")
-    lines.append("    lib.reset()")
-    lines.append(f"    seen = [[] for _ in range({len(workers)})]")
-    names = ", ".join(f"worker{w}(seen[{w}])" for w in range(len(workers)))
-    lines.append(f"    await asyncio.gather({names})")
-    lines.append(f"    box['final'] = (tuple(map(tuple, seen)), {_STATE})")
-    return "\n".join(lines) + "\n"
+    return render_workers(
+        workers, _generated_op, library="cs_generated_state", setup="lib.reset()", state=_STATE
+    )
 
 
 _CHANGE = st.tuples(st.just("call"), st.sampled_from(sorted(_PATHS)))

@@ -16,7 +16,7 @@ library call is ordered with that call only if the call recorded a write of the 
 from __future__ import annotations
 
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -123,21 +123,44 @@ def _op_source(op: tuple[Any, ...], worker: int, index: int) -> str:
     return CALLS[how].format(where=where, v=worker * 10 + index)
 
 
-def render(workers: list[list[tuple[Any, ...]]]) -> str:
-    lines = ["import asyncio", "import cs_reach_library as lib", ""]
+def render_workers(
+    workers: list[list[tuple[Any, ...]]],
+    op_source: Callable[[tuple[Any, ...], int, int], str],
+    *,
+    library: str,
+    setup: str,
+    state: str,
+    shared: str = "",
+) -> str:
+    """A program of one worker per op list (each op's source from `op_source(op, worker,
+    index)`, with `aliases` and `seen` in scope), run concurrently by main after `setup`; its
+    outcome is what each worker saw and `state`.  `shared`: a name main hands every worker."""
+    before = f"{shared}, " if shared else ""
+    lines = ["import asyncio", f"import {library} as lib", ""]
     for w, ops in enumerate(workers):
-        lines.append(f"async def worker{w}(r, seen):")
+        lines.append(f"async def worker{w}({before}seen):")
         lines.append("    aliases = ()")
-        lines.extend(f"    {_op_source(op, w, i)}" for i, op in enumerate(ops))
+        lines.extend(f"    {op_source(op, w, i)}" for i, op in enumerate(ops))
         lines.append("")
     lines.append("async def main(box):")
-    lines.append("    r = lib.graph_class()()")
+    lines.append(f"    {setup}")
     lines.append(f"    seen = [[] for _ in range({len(workers)})]")
-    names = ", ".join(f"worker{w}(r, seen[{w}])" for w in range(len(workers)))
+    names = ", ".join(f"worker{w}({before}seen[{w}])" for w in range(len(workers)))
     lines.append(f"    await asyncio.gather({names})")
-    lists = ", ".join(f"tuple(lib.target(r, {where!r}))" for where in WHERE)
-    lines.append(f"    box['final'] = (tuple(map(tuple, seen)), {lists})")
+    lines.append(f"    box['final'] = (tuple(map(tuple, seen)), {state})")
     return "\n".join(lines) + "\n"
+
+
+def render(workers: list[list[tuple[Any, ...]]]) -> str:
+    lists = ", ".join(f"tuple(lib.target(r, {where!r}))" for where in WHERE)
+    return render_workers(
+        workers,
+        _op_source,
+        library="cs_reach_library",
+        setup="r = lib.graph_class()()",
+        state=lists,
+        shared="r",
+    )
 
 
 _WHERES = st.sampled_from(sorted(WHERE))
