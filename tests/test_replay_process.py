@@ -216,12 +216,18 @@ def test_the_loops_clock_replays_in_a_fresh_process(tmp_path: Path) -> None:
             """
         )
     )
-    sched = tmp_path / "clocked.json"
-    recorded = _py(RECORD, str(prog), str(sched), "random", "5", hashseed=1)
-    for _ in range(2):
-        replayed = _py(REPLAY, str(sched), hashseed=1)
-        assert "error" not in replayed, replayed
-        assert replayed["steps"] == recorded["steps"]
+    _assert_replays_elsewhere(prog)
+
+
+def _assert_replays_elsewhere(prog: Path) -> None:
+    """A random schedule of `prog`, recorded in one process, replays to the same steps in two
+    others (under two hash seeds)."""
+    sched = prog.with_suffix(".json")
+    rec = _py(RECORD, str(prog), str(sched), "random", "5", hashseed=1)
+    for hashseed in (1, 2):
+        rep = _py(REPLAY, str(sched), hashseed=hashseed)
+        assert "error" not in rep, rep
+        assert rep["steps"] == rec["steps"]
 
 
 def test_the_random_module_and_uuid4_replay_in_a_fresh_process(tmp_path: Path) -> None:
@@ -247,12 +253,7 @@ def test_the_random_module_and_uuid4_replay_in_a_fresh_process(tmp_path: Path) -
             """
         )
     )
-    sched = tmp_path / "drawn.json"
-    rec = _py(RECORD, str(prog), str(sched), "random", "5", hashseed=1)
-    for hashseed in (1, 2):
-        rep = _py(REPLAY, str(sched), hashseed=hashseed)
-        assert "error" not in rep, rep
-        assert rep["steps"] == rec["steps"]
+    _assert_replays_elsewhere(prog)
 
 
 def test_the_command_fixes_the_hash_seed(tmp_path: Path) -> None:
