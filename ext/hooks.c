@@ -1739,26 +1739,35 @@ static int load_opcodes(void) {
     return 0;
 }
 
-/* 1 if the str `file` starts with one of the str in the tuple `dirs`. */
-static int path_under(PyObject *file, PyObject *dirs) {
+/* The length of the longest str of the tuple `dirs` that `file` starts with,
+ * 0 if none does, -1 with an exception. */
+static Py_ssize_t longest_dir_of(PyObject *file, PyObject *dirs) {
+    Py_ssize_t best = 0;
     if (!dirs) return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dirs); i++) {
-        Py_ssize_t r = PyUnicode_Tailmatch(file, PyTuple_GET_ITEM(dirs, i), 0, PY_SSIZE_T_MAX, -1);
-        if (r != 0) return (int)r;
+        PyObject *dir = PyTuple_GET_ITEM(dirs, i);
+        Py_ssize_t r = PyUnicode_Tailmatch(file, dir, 0, PY_SSIZE_T_MAX, -1);
+        if (r < 0) return -1;
+        if (r && PyUnicode_GET_LENGTH(dir) > best) best = PyUnicode_GET_LENGTH(dir);
     }
-    return 0;
+    return best;
 }
 
-/* 1 if code from `file` (a co_filename or a module's __file__) is modelled. */
+/* 1 if code from `file` (a co_filename or a module's __file__) is modelled.
+ * The most specific directory decides: site-packages inside the standard
+ * library's tree is not modelled, ChaosSloth's own package inside
+ * site-packages is (its capture wrappers are never a library's code,
+ * wherever it is installed). */
 static int env_modelled(PyObject *file) {
     if (!PyUnicode_Check(file)) return 0;
     static PyObject *frozen;
     if (!frozen && !(frozen = PyUnicode_InternFromString("<frozen "))) return -1;
     Py_ssize_t r = PyUnicode_Tailmatch(file, frozen, 0, PY_SSIZE_T_MAX, -1);
     if (r != 0) return (int)r;
-    int in = path_under(file, unmodelled_dirs);
-    if (in != 0) return in < 0 ? -1 : 0;
-    return path_under(file, modelled_dirs);
+    Py_ssize_t in = longest_dir_of(file, modelled_dirs);
+    Py_ssize_t out = in > 0 ? longest_dir_of(file, unmodelled_dirs) : 0;
+    if (in < 0 || out < 0) return -1;
+    return in > out;
 }
 
 static int add_name(PyObject *set, PyObject *names, unsigned long i) {

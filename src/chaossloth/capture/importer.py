@@ -90,7 +90,9 @@ def modelled_code_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The directories whose code's module state the hooks take as modelled rather than walk
     it (the standard library's and ChaosSloth's own), and the directories inside them whose
     code is not (site-packages): ext/hooks.c, "the environment of code that does not record
-    itself".  Each as imported and resolved, ending with a separator."""
+    itself".  The most specific directory decides, so ChaosSloth's own package is modelled
+    wherever it is installed (inside site-packages too).  Each as imported and resolved,
+    ending with a separator."""
 
     def spelled(paths: list[str]) -> tuple[str, ...]:
         out = [v.rstrip(os.sep) + os.sep for p in paths for v in (p, os.path.realpath(p))]
