@@ -35,7 +35,8 @@ SAN_TESTS  := $(sort $(wildcard tests/test_loop_*.py tests/test_capture_*.py)) t
 VENVS      := $(foreach v,$(PYVERSIONS),.venv-$(v)/.installed)
 
 .PHONY: all lib ctest pytest lint test install browser bench bench-dpor clean ext-sanitize \
-	$(addprefix pytest-,$(PYVERSIONS)) $(addprefix ext-,$(PYVERSIONS))
+	$(addprefix pytest-,$(PYVERSIONS)) $(addprefix ext-,$(PYVERSIONS)) \
+	$(addprefix real-libraries-,$(PYVERSIONS))
 
 all: lib
 
@@ -62,10 +63,15 @@ $(BUILD)/san/%: tests/c/%.c $(SAN_OBJ) tests/c/ctest.h include/chaossloth.h engi
 ctest: $(patsubst tests/c/%.c,$(BUILD)/san/%,$(CTESTS))
 	@set -e; for t in $^; do echo "== $$t"; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
-# .venv-X.Y: a virtualenv of pyenv's newest CPython X.Y.* with the package
-# installed editable and the test tools.  The extension is then (re)built in
-# place by ext-X.Y, incrementally.
-.venv-%/.installed: pyproject.toml setup.py
+# .venv-X.Y: a virtualenv of pyenv's newest CPython X.Y.* with the test tools (.tools) and the
+# package installed as a user installs it: a regular, non-editable install into site-packages
+# (.installed), redone whenever a source of the package changes, so that the suites test what
+# ships, never the tree (an installed layout once differed from the tested one: issue 35).
+PKG_SOURCES := $(sort $(shell find src/chaossloth ext engine include -type f \( -name '*.py' \
+	-o -name '*.c' -o -name '*.h' -o -name '*.pyi' -o -name py.typed \) 2>/dev/null)) \
+	pyproject.toml setup.py MANIFEST.in
+
+.venv-%/.tools: pyproject.toml
 	@py=$$(ls -d $(PYENV_ROOT)/versions/$*.*/bin/python$* 2>/dev/null | sort -V | tail -n 1); \
 	if [ -z "$$py" ]; then \
 		echo "make: no CPython $* under $(PYENV_ROOT)/versions (pyenv install $*)" >&2; exit 1; \
@@ -73,26 +79,41 @@ ctest: $(patsubst tests/c/%.c,$(BUILD)/san/%,$(CTESTS))
 	echo "== .venv-$* from $$py"; \
 	rm -rf .venv-$* && "$$py" -m venv .venv-$* && \
 	.venv-$*/bin/python -m pip install -q setuptools wheel && \
-	.venv-$*/bin/python -m pip install -q --no-build-isolation -e '.[test]' ruff==0.17.6 && \
+	.venv-$*/bin/python -m pip install -q --no-build-isolation '.[test]' ruff==0.17.6 && \
 	touch $@
 
-# (setuptools' chatter goes to a log, shown only when the build fails)
+# (pip's and setuptools' chatter goes to a log, shown only when the build fails)
+.venv-%/.installed: .venv-%/.tools $(PKG_SOURCES)
+	@mkdir -p build && .venv-$*/bin/python -m pip install --no-build-isolation --no-deps \
+		--force-reinstall . >build/install-$*.log 2>&1 || { cat build/install-$*.log >&2; exit 1; }
+	@.venv-$*/bin/python -c "import chaossloth._core as c, sys; \
+		sys.exit(0 if 'site-packages' in c.__file__ else 'not the installed package: ' + c.__file__)"
+	@touch $@
+
 $(addprefix ext-,$(PYVERSIONS)): ext-%: .venv-%/.installed
-	@mkdir -p build && .venv-$*/bin/python setup.py -q build_ext --inplace >build/ext-$*.log 2>&1 \
-		|| { cat build/ext-$*.log >&2; exit 1; }
 
 install: $(addprefix ext-,$(PYVERSIONS))
 
 $(addprefix pytest-,$(PYVERSIONS)): pytest-%: ext-%
 	@echo "== Python suite on $$(.venv-$*/bin/python -c 'import sys; print(sys.version.split()[0])')"
-	@.venv-$*/bin/python -m pytest -q -n $(TEST_WORKERS) $(if $(filter $*,$(SLOW_PY)),,-m "not slow")
+	@CHAOSSLOTH_EXPECT_INSTALLED=1 .venv-$*/bin/python -m pytest -q -n $(TEST_WORKERS) \
+		-m "not real_libraries$(if $(filter $*,$(SLOW_PY)),, and not slow)"
+
+# The real-library tier (tests/test_real_libraries.py): published asyncio libraries installed
+# from PyPI at pinned releases (cached in build/real-libs), on REAL_PY's interpreters.
+REAL_PY ?= 3.11 3.13
+$(addprefix real-libraries-,$(PYVERSIONS)): real-libraries-%: ext-%
+	@echo "== real-library tier on $$(.venv-$*/bin/python -c 'import sys; print(sys.version.split()[0])')"
+	@rm -f build/real-libs/results-$*.jsonl
+	@CHAOSSLOTH_EXPECT_INSTALLED=1 .venv-$*/bin/python -m pytest -q -n $(TEST_WORKERS) \
+		-m real_libraries tests/test_real_libraries.py
 
 # One interpreter, given by PYTHON (which must have the package installed).
 pytest:
 	$(PYTHON) -m pytest -q
 
 # Python style: ruff, pinned so that a new release cannot turn CI red.
-lint: .venv-$(LINT_PY)/.installed
+lint: .venv-$(LINT_PY)/.tools
 	.venv-$(LINT_PY)/bin/ruff check src tests bench
 	.venv-$(LINT_PY)/bin/ruff format --check src tests bench
 
@@ -141,7 +162,8 @@ browser:
 	fi
 
 # The contract: installs what it needs, then runs every test (C and Python).
-test: install browser lint ctest $(addprefix pytest-,$(PYVERSIONS)) ext-sanitize
+test: install browser lint ctest $(addprefix pytest-,$(PYVERSIONS)) \
+	$(addprefix real-libraries-,$(REAL_PY)) ext-sanitize
 
 bench: $(BUILD)/bench_recording_overhead
 	$(PYTHON) -m pip install -q -e '.[bench]'

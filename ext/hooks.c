@@ -1639,8 +1639,128 @@ static int walk_reachable_of(walk_t *w, PyObject *o, int depth) {
     return rc == 0 ? walk_class_attrs(w, Py_TYPE(o), 0, depth) : rc;
 }
 
+/* The order in which the hooks visit a set's items: never the set's own
+ * iteration order, which for items hashed by identity is an order of
+ * addresses (another in each execution of one schedule, so a walk would name
+ * the objects it meets in another order and record other accesses: a false
+ * "nondeterministic").  Items are ranked by
+ *   0: the canonical id of an item named already in this execution;
+ *   1: an item hashed by identity and not named yet: a fingerprint of what
+ *      it holds that does not depend on addresses (its type's qualified name
+ *      and the names and values of its attributes that are scalars or named
+ *      objects), so that a registry of jobs numbered 1..n is met in one order
+ *      whatever their addresses;
+ *   2: an item with a hash of its own: that hash (the set stores it; its
+ *      order follows the values, not addresses);
+ * then by the position in the set's table, the tie-break, which follows
+ * addresses only for items hashed by identity that hold the same scalars
+ * (indistinguishable to every walk, which records them alike).  Reads no
+ * attribute through Python code: the fingerprint reads instance dicts. */
+typedef struct {
+    int rank;
+    uint64_t key;
+    Py_ssize_t pos;
+    PyObject *item; /* borrowed from the set */
+} set_item_order;
+
+static int set_item_cmp(const void *x, const void *y) {
+    const set_item_order *a = x, *b = y;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+static uint64_t scalar_fingerprint(PyObject *v, int *ok) {
+    *ok = 1;
+    if (v == Py_None) return 0x4e6f6e65ULL;
+    if (PyLong_CheckExact(v) || PyUnicode_CheckExact(v) || PyBytes_CheckExact(v) ||
+        PyFloat_CheckExact(v) || PyBool_Check(v)) {
+        Py_hash_t h = PyObject_Hash(v); /* a builtin's hash: runs no Python code */
+        if (h == -1) {
+            PyErr_Clear();
+            *ok = 0;
+            return 0;
+        }
+        return (uint64_t)h;
+    }
+    id_slot *s = id_find(v);
+    if (s) return s->cid;
+    *ok = 0;
+    return 0;
+}
+
+static uint64_t identity_fingerprint(PyObject *o) {
+    PyTypeObject *t = Py_TYPE(o);
+    uint64_t h = mix64((uint64_t)(uintptr_t)t); /* static within a process, as the order needs */
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        h = mix64(str_hash(((PyHeapTypeObject *)t)->ht_qualname) ^ 0x74797065ULL);
+    if (PyFunction_Check(o)) {
+        PyObject *q = ((PyFunctionObject *)o)->func_qualname;
+        PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(o);
+        return mix64(h ^ str_hash(q) ^ ((uint64_t)code->co_firstlineno << 20));
+    }
+    if (!type_has_dict(t)) return h;
+    PyObject *d = PyObject_GenericGetDict(o, NULL);
+    if (!d) {
+        PyErr_Clear();
+        return h;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Check(d) && PyDict_Next(d, &pos, &k, &v)) {
+        int ok;
+        uint64_t fv = scalar_fingerprint(v, &ok);
+        if (ok) h = mix64(h ^ mix64(str_hash(k) + 0x9e3779b97f4a7c15ULL) ^ fv);
+    }
+    Py_DECREF(d);
+    return h;
+}
+
+/* A new list of the items of the set x in the order above, or NULL with an
+ * exception. */
+static PyObject *set_items_ordered(PyObject *x) {
+    PySetObject *so = (PySetObject *)x;
+    Py_ssize_t n = PySet_GET_SIZE(x);
+    set_item_order *r = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *r);
+    if (!r) return PyErr_NoMemory();
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i <= so->mask && m < n; i++) {
+        setentry *e = &so->table[i];
+        if (!e->key || e->hash == -1) continue; /* empty, or a dummy */
+        set_item_order *it = &r[m++];
+        it->item = e->key;
+        it->pos = i;
+        id_slot *s = id_find(e->key);
+        if (s) {
+            it->rank = 0;
+            it->key = s->cid;
+        } else if (Py_TYPE(e->key)->tp_hash == PyBaseObject_Type.tp_hash) {
+            it->rank = 1;
+            it->key = identity_fingerprint(e->key);
+        } else {
+            it->rank = 2;
+            it->key = (uint64_t)e->hash;
+        }
+    }
+    qsort(r, (size_t)m, sizeof *r, set_item_cmp);
+    PyObject *out = PyList_New(m);
+    if (out)
+        for (Py_ssize_t i = 0; i < m; i++) PyList_SET_ITEM(out, i, Py_NewRef(r[i].item));
+    PyMem_Free(r);
+    return out;
+}
+
 static int walk_iterable(walk_t *w, PyObject *o, int depth) {
     /* only for builtin sets and deques: their iteration runs no user code */
+    if (PyAnySet_Check(o)) {
+        PyObject *items = set_items_ordered(o);
+        if (!items) return -1;
+        int rc = 0;
+        for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(items); i++)
+            rc = walk_obj(w, PyList_GET_ITEM(items, i), depth + 1);
+        Py_DECREF(items);
+        return rc;
+    }
     PyObject *it = PyObject_GetIter(o);
     if (!it) return -1;
     PyObject *item;
@@ -3978,11 +4098,14 @@ static PyObject *set_in_order(PyObject *x, int *none) {
     *none = 1;
     Py_ssize_t n = PySet_GET_SIZE(x);
     if (n < 2) return NULL;
-    PyObject *items = PySequence_List(x);
+    /* the items not named yet are named in set_items_ordered's order, not
+     * the set's (addresses) */
+    PyObject *items = set_items_ordered(x);
     if (!items) {
         *none = 0;
         return NULL;
     }
+    n = PyList_GET_SIZE(items);
     for (Py_ssize_t i = 0; i < n; i++)
         if (Py_TYPE(PyList_GET_ITEM(items, i))->tp_hash != PyBaseObject_Type.tp_hash) {
             Py_DECREF(items);

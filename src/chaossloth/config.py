@@ -424,6 +424,13 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "chaossloth/progress.py",
         "'dumb': no progress line even on a terminal",
     ),
+    "CHAOSSLOTH_EXPECT_INSTALLED": (
+        "tests/test_package.py",
+        (
+            "set (make test sets it): the suite must be testing a regular install of the "
+            "package (site-packages), never the source tree"
+        ),
+    ),
     "CHAOSSLOTH_SOUNDNESS_EXAMPLES": (
         "tests/test_dpor_asyncio.py",
         "generated asyncio programs per DPOR-vs-brute-force property (default 20)",
