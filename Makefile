@@ -92,6 +92,9 @@ PKG_SOURCES := $(sort $(shell find src/chaossloth ext engine include -type f \( 
 
 $(addprefix ext-,$(PYVERSIONS)): ext-%: .venv-%/.installed
 
+# (stamps of a pattern chain: never deleted as intermediates)
+.PRECIOUS: .venv-%/.tools .venv-%/.installed
+
 install: $(addprefix ext-,$(PYVERSIONS))
 
 $(addprefix pytest-,$(PYVERSIONS)): pytest-%: ext-%

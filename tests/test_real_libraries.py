@@ -69,6 +69,10 @@ def _cases() -> list[Any]:
             pythons = case.get("pythons")
             if pythons and PY not in pythons:
                 marks.append(pytest.mark.skip(reason=f"{label} does not install on {PY}"))
+            if case.get("known_limitation"):
+                # ChaosSloth's answer is known to be wrong here (the case states the right one):
+                # strict, so the day it becomes right the tier says so
+                marks.append(pytest.mark.xfail(strict=True, reason=case["known_limitation"]))
             params.append(pytest.param(path, case, meta, id=f"{path.stem}[{label}]", marks=marks))
     return params
 
@@ -192,7 +196,11 @@ def test_case(path: Path, case: dict[str, Any], meta: dict[str, Any], tmp_path: 
 
 @pytest.mark.parametrize(
     ("path", "case", "meta"),
-    [p for p in CASES if p.values[1]["expect"] in ("complete", "fail")],
+    [
+        pytest.param(*p.values, id=p.id, marks=[m for m in p.marks if m.name == "skip"])
+        for p in CASES
+        if p.values[1]["expect"] in ("complete", "fail")
+    ],
 )
 def test_case_records_the_same_steps(
     path: Path, case: dict[str, Any], meta: dict[str, Any], tmp_path: Path
