@@ -515,8 +515,14 @@ def test_a_new_object_at_a_dead_ones_address_gets_a_new_id() -> None:
         _core.ga(b, "__class__", 2)
         return first, _core.hooks_object_id(b), id(b) == addr
 
-    first, second, reused = run_in_step(body)[0]
-    assert reused
+    # the allocator need not hand the block out again (a weak reference's callback, or another
+    # thread's allocations under xdist, may take it first): up to five tries, each in a step of
+    # its own, and every try that reused the address must have given a new id
+    for _ in range(5):
+        first, second, reused = run_in_step(body)[0]
+        if reused:
+            break
+    assert reused, "the freed block was never handed out again in five tries"
     assert first != second
 
 
