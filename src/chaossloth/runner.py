@@ -473,20 +473,56 @@ def _tracking_task_class(base: type) -> type:
 
 
 class _Handler:
-    """The loop's exception handler during one execution: records never-retrieved exceptions;
-    silent once the execution is over (tasks of aborted executions die later)."""
+    """The loop's exception handler during one execution: records never-retrieved exceptions
+    of futures and tasks, and exceptions that callbacks raised (asyncio hands both to the
+    handler; a stock loop logs them); silent once the execution is over (tasks of aborted
+    executions die later)."""
 
     def __init__(self) -> None:
         self.active = True
         self.unretrieved: list[tuple[Any, BaseException]] = []
+        #: (the handle's callback, its exception), in the order they were raised
+        self.callback_errors: list[tuple[Any, BaseException]] = []
 
     def __call__(self, loop: Any, context: dict[str, Any]) -> None:
         if not self.active:
             return
         exc = context.get("exception")
         fut = context.get("future") or context.get("task")
-        if isinstance(exc, BaseException) and not isinstance(exc, asyncio.CancelledError):
+        if not isinstance(exc, BaseException) or isinstance(exc, asyncio.CancelledError):
+            return
+        if fut is None:
+            handle = context.get("handle")
+            self.callback_errors.append((getattr(handle, "_callback", None), exc))
+        else:
             self.unretrieved.append((fut, exc))
+
+
+def _callback_error_failure(errors: list[tuple[Any, BaseException]]) -> Failure:
+    """The failure of an execution in which a callback raised (the first one raised)."""
+    callback, exc = errors[0]
+    name = getattr(callback, "__qualname__", None) or type(callback).__name__
+    fail = _failure_from_exc("exception", exc, f"callback {name}")
+    fail.kind = "exception"
+    fail.message = f"{fail.message} (raised in the callback {name}; asyncio logs it and goes on)"
+    return fail
+
+
+def _note_callback_errors(failure: Failure, errors: list[tuple[Any, BaseException]]) -> None:
+    """A deadlock or livelock after a callback raised: the exception is likely why nothing
+    completes what the tasks wait for, so the failure says where it was raised."""
+    where = []
+    for callback, exc in errors[:3]:
+        frames = _user_frames(exc)
+        at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+        name = getattr(callback, "__qualname__", None) or type(callback).__name__
+        where.append(f"{name} raised {type(exc).__name__}: {exception_message(exc)}{at}")
+    failure.message += "\n  before it, a callback raised (asyncio logged it and went on): " + (
+        "; ".join(where)
+    )
+    if not failure.traceback:
+        failure.traceback = _user_traceback(errors[0][1])
+    failure.details["callback_errors"] = where
 
 
 def _user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
@@ -803,6 +839,14 @@ class _Driver:
                         raise
             if failure is None and not aborted:
                 failure = self._scan_tasks(tasks, handler, loop)
+            if failure is None and not aborted and handler.callback_errors:
+                failure = _callback_error_failure(handler.callback_errors)
+            elif (
+                failure is not None
+                and failure.kind in ("deadlock", "livelock")
+                and handler.callback_errors
+            ):
+                _note_callback_errors(failure, handler.callback_errors)
         finally:
             try:
                 loop._cs_detach()

@@ -1,0 +1,80 @@
+"""An exception a callback raises is part of the verdict.
+
+asyncio hands an exception raised by a callback (call_soon, a future's done-callback) to the
+loop's exception handler, which logs it, and goes on.  A callback that raised before it
+completed the future a task awaits leaves the task waiting forever: the report said only
+"waits for a future that nothing completes" (a lost wake-up) and never named the exception
+(async-lru 2.0.2's done-callback KeyError, issue #480, left its callers hanging so).  The
+deadlock's message now says which callback raised what, where; a callback's exception with no
+deadlock after it fails the schedule as an exception of that callback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HANGS = """
+import asyncio
+
+
+async def scenario():
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def complete():
+        table = {}
+        table["missing"]
+        fut.set_result(1)
+
+    loop.call_soon(complete)
+    assert await fut == 1
+"""
+
+RAISES = """
+import asyncio
+
+
+async def scenario():
+    def log_it():
+        raise ValueError("bad frame")
+
+    asyncio.get_running_loop().call_soon(log_it)
+    await asyncio.sleep(0)
+"""
+
+
+def _check(tmp_path: Path, source: str) -> tuple[int, dict]:
+    f = tmp_path / "prog.py"
+    f.write_text(source)
+    out = tmp_path / "r.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "chaossloth", "check", str(f), "--json", str(out), "-q"],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.returncode, json.loads(out.read_text())
+
+
+def test_a_deadlock_after_a_callback_raised_names_the_exception_and_its_line(
+    tmp_path: Path,
+) -> None:
+    code, report = _check(tmp_path, HANGS)
+    assert code == 1
+    assert report["failure"]["kind"] == "deadlock"
+    message = report["failure"]["message"]
+    assert "scenario.<locals>.complete raised KeyError: 'missing' at prog.py:11" in message
+    assert "KeyError" in report["failure"]["traceback"]
+
+
+def test_a_callback_that_raises_fails_the_schedule(tmp_path: Path) -> None:
+    code, report = _check(tmp_path, RAISES)
+    assert code == 1
+    assert report["failure"]["kind"] == "exception"
+    assert report["failure"]["type"] == "ValueError"
+    assert "raised in the callback scenario.<locals>.log_it" in report["failure"]["message"]
