@@ -14,22 +14,10 @@ from pathlib import Path
 
 import pytest
 
-LOCK = """
-import asyncio
-
-async def scenario():
-    lock = asyncio.Lock()
-    n = 0
-
-    async def work():
-        nonlocal n
-        async with lock:
-            await asyncio.sleep(0)
-            n += 1
-
-    await asyncio.gather(work(), work(), work())
-    assert n == 3
-"""
+#: issue 35's asyncio.Lock program, as the real-library tier keeps it
+LOCK = (
+    Path(__file__).parent / "real_libraries" / "scenarios" / "asyncio_lock_counter.py"
+).read_text()
 
 RACY = """
 import asyncio

@@ -227,3 +227,28 @@ def test_a_thread_that_never_finishes_is_stuck_not_a_hang(monkeypatch: pytest.Mo
     finally:
         release.set()
     assert r.failed and "executor job" in r.reason
+
+
+def test_a_timer_rearmed_at_now_until_time_passes_ends_on_the_stock_loop() -> None:
+    """Code that waits for time to pass by re-arming a timer at the current instant (a leaky
+    bucket whose level drains with elapsed time: aiolimiter) ends on a real loop, whose clock
+    moves while it spins; the telemetry loop's clock moves too once the loop has not idled for
+    BUSY_LIMIT iterations (it reported such a run as a livelock)."""
+
+    async def trial() -> float:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        fut = loop.create_future()
+
+        def check() -> None:
+            if loop.time() > start:
+                fut.set_result(loop.time() - start)
+            else:
+                loop.call_at(loop.time(), check)
+
+        loop.call_soon(check)
+        return await fut
+
+    result = jitter.run_on_stock_loop(trial, seed=1)
+    assert not result.failed, result.reason
+    assert 0 < result.duration < 0.1

@@ -71,9 +71,9 @@ def _cases() -> list[Any]:
             if pythons and PY not in pythons:
                 marks.append(pytest.mark.skip(reason=f"{label} does not install on {PY}"))
             if case.get("known_limitation"):
-                # ChaosSloth's answer is known to be wrong here (the case states the right one):
-                # strict, so the day it becomes right the tier says so
-                marks.append(pytest.mark.xfail(strict=True, reason=case["known_limitation"]))
+                # ChaosSloth's answer is known to be wrong here (the case states the right one);
+                # not strict: a wrong answer that depends on addresses may come and go
+                marks.append(pytest.mark.xfail(strict=False, reason=case["known_limitation"]))
             params.append(pytest.param(path, case, meta, id=f"{path.stem}[{label}]", marks=marks))
     return params
 
@@ -208,7 +208,16 @@ def test_case(path: Path, case: dict[str, Any], meta: dict[str, Any], tmp_path: 
 @pytest.mark.parametrize(
     ("path", "case", "meta"),
     [
-        pytest.param(*p.values, id=p.id, marks=[m for m in p.marks if m.name == "skip"])
+        pytest.param(
+            *p.values,
+            id=p.id,
+            marks=[m for m in p.marks if m.name == "skip"]
+            + (  # see the README
+                [pytest.mark.xfail(strict=False, reason=p.values[1]["steps_differ"])]
+                if p.values[1].get("steps_differ")
+                else []
+            ),
+        )
         for p in CASES
         if p.values[1]["expect"] in ("complete", "fail")
     ],

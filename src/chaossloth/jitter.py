@@ -112,6 +112,14 @@ class _RealIO(Exception):
     """The workload registered a file descriptor with the selector."""
 
 
+BUSY_LIMIT = 1000
+"""Consecutive loop iterations that do not wait (something is always ready) after which each
+further one advances the clock by BUSY_TICK: the controlled loop's busy-poll clock
+(ext/loop.c, POLL_LIMIT) on the stock loop."""
+
+BUSY_TICK = 1e-5
+"""Virtual seconds an iteration past BUSY_LIMIT costs (a real loop spends ~5-50 us on one)."""
+
 THREAD_WAIT = 10.0
 """Real seconds an idle loop waits for its executor jobs before it fires its next timer, or,
 with none pending, the run counts as stuck."""
@@ -125,6 +133,7 @@ class _FastForwardSelector(selectors.BaseSelector):
         self._map: dict[Any, selectors.SelectorKey] = {}
         self.skipped = 0.0
         self.iterations = 0
+        self.busy = 0  # consecutive iterations that did not wait
         self.allow_register = True
         self.loop: JitterLoop | None = None
 
@@ -145,7 +154,15 @@ class _FastForwardSelector(selectors.BaseSelector):
         if timeout is not None and timeout <= 0:
             # steps are ready: threads are not looked at (their completions wait for an idle
             # point, so where they land does not depend on the threads' real speed)
+            self.busy += 1
+            if self.busy > BUSY_LIMIT:
+                # a loop that never idles still sees its clock move, as a real loop's does
+                # (BUSY_TICK an iteration): a timer re-armed at "now" by code that waits for
+                # time to pass (aiolimiter's leaky bucket, whose level drains with elapsed
+                # time) would otherwise fire forever at one instant
+                self.skipped += BUSY_TICK
             return []
+        self.busy = 0
         if self.loop is not None and self.loop._wait_for_threads(timeout):
             return []  # a thread's completion is now ready: no virtual time passes
         if timeout is None:
