@@ -517,7 +517,7 @@ def test_a_new_object_at_a_dead_ones_address_gets_a_new_id() -> None:
 
     # the allocator need not hand the block out again (a weak reference's callback, or another
     # thread's allocations under xdist, may take it first): up to five tries, each in a step of
-    # its own, and every try that reused the address must have given a new id
+    # its own, and the try that got it back must have given the new object a new id
     for _ in range(5):
         first, second, reused = run_in_step(body)[0]
         if reused:

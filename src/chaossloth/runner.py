@@ -498,11 +498,16 @@ class _Handler:
             self.unretrieved.append((fut, exc))
 
 
+def _callback_name(callback: Any) -> str:
+    return getattr(callback, "__qualname__", None) or type(callback).__name__
+
+
 def _callback_error_failure(errors: list[tuple[Any, BaseException]]) -> Failure:
     """The failure of an execution in which a callback raised (the first one raised)."""
     callback, exc = errors[0]
-    name = getattr(callback, "__qualname__", None) or type(callback).__name__
+    name = _callback_name(callback)
     fail = _failure_from_exc("exception", exc, f"callback {name}")
+    # an AssertionError too: "assertion" is a task's failed assert, not a callback's raise
     fail.kind = "exception"
     fail.message = f"{fail.message} (raised in the callback {name}; asyncio logs it and goes on)"
     return fail
@@ -515,7 +520,7 @@ def _note_callback_errors(failure: Failure, errors: list[tuple[Any, BaseExceptio
     for callback, exc in errors[:3]:
         frames = _user_frames(exc)
         at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-        name = getattr(callback, "__qualname__", None) or type(callback).__name__
+        name = _callback_name(callback)
         where.append(f"{name} raised {type(exc).__name__}: {exception_message(exc)}{at}")
     failure.message += "\n  before it, a callback raised (asyncio logged it and went on): " + (
         "; ".join(where)
