@@ -69,6 +69,7 @@ HandleObject *cs_handle_new(LoopCoreObject *loop, int timer, PyObject *cb, PyObj
     h->after_len = 0;
     h->actor = CS_NO_ACTOR;
     h->polls = 0;
+    h->spins = 0;
     h->cancelled = h->scheduled = h->after_all = h->queued = 0;
     h->is_timer = (char)(timer != 0);
     PyObject_GC_Track(h);

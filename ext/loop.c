@@ -50,7 +50,10 @@
  *     order gives the happens-before edge (DPOR never tries to reverse them;
  *     a cancelled member is purged and the next one becomes the chain's next
  *     step).  Task steps stay free to interleave (the model of I/O latency);
- *     chains of different steps interleave too.  Each timer (call_at /
+ *     chains that one actor's steps started stay FIFO among themselves, chains
+ *     that different actors' steps started interleave, and a busy-polling task
+ *     waits for what was ready when it yielded ("FIFO and fairness", before
+ *     explorer_step).  Each timer (call_at /
  *     call_later) gets an actor of its own, interned the same way.  k counts
  *     the creations of the current actor in this execution.
  *
@@ -61,7 +64,8 @@
  *   timer heap ........... heapq's sift algorithms over TimerHandles
  *   actors ............... task/callback actor identity, new_handle, run one handle
  *   LoopCore ............. creation, GC, call_soon / call_at / call_later, time
- *   dispatch ............. iteration boundary, fifo loop, explorer loop, run_steps
+ *   dispatch ............. iteration boundary, fifo loop, what a step records
+ *   FIFO and fairness .... chains behind chains, parked pollers; explorer loop, run_steps
  *   explorer API ......... attach / detach (the exploration slot), introspection
  *   type ................. getters, members, methods, LoopCoreType, registration
  */
@@ -88,6 +92,12 @@
  * timer's cancel, a timer's step) reads it; a busy-poll check, whose decision
  * depends on the whole heap, writes it (see busy_poll_check). */
 #define TIMERS_OBJECT 0xC5A2000000000000ULL
+/* A chain that later chains follow (call_soon FIFO): each of its steps adds to
+ * CHAIN_TAG | actor, and a follower's first step reads it, enabling. */
+#define CHAIN_TAG 0xC5A3000000000000ULL
+/* A parked poller's wait (fair polls): each step of an actor it waits for adds
+ * to PARK_TAG | poller, and the poller's next step reads it, enabling. */
+#define PARK_TAG 0xC5A4000000000000ULL
 
 /* Busy-poll clock: consecutive bare yields of one task (asyncio.sleep(0))
  * after which the clock advances to the earliest pending deadline.  A real
@@ -115,6 +125,15 @@ typedef struct {
     PyObject *name; /* task actor: description at creation */
     uint32_t children;
     uint8_t kind;   /* 0 unseen in this execution, 1 task, 2 callback */
+    /* explorer attached, per execution (see "call_soon FIFO" and "fair polls") */
+    uint8_t chain;       /* a chain of call_soon callbacks */
+    uint8_t park_read;   /* its next step was parked: that step reads PARK_TAG|actor, enabling */
+    uint32_t live;       /* its handles queued and not cancelled */
+    cs_actor last_chain; /* the latest chain its steps started (CS_NO_ACTOR: none) */
+    cs_actor follows;    /* chain: the chain that must drain before its first step, or
+                            CS_NO_ACTOR */
+    cs_actor *waits;     /* parked poller: the actors that must step before its next step */
+    size_t n_waits, cap_waits;
 } actor_slot;
 
 typedef struct {
@@ -174,6 +193,10 @@ struct LoopCoreObject {
     /* busy-poll clock (explorer or not) */
     uint32_t poll_limit;
     uint32_t cur_polls;     /* polls of the handle running now */
+    uint32_t cur_spins;     /* spins of the handle running now */
+    double step_now;        /* the clock when the running step began */
+    cs_actor *parked;       /* the parked pollers (their slots' n_waits > 0) */
+    size_t n_parked, cap_parked;
     PyObject *cur_task;     /* strong: the task whose step runs now, or NULL */
     HandleObject *requeued; /* strong: that task's next step queued by this step */
     PyObject *counted;      /* strong: the handles a counting closure's step scheduled (a
@@ -344,6 +367,12 @@ static int record(LoopCoreObject *self, uint64_t obj, cs_access_kind kind) {
                                         (cs_access_kind)(kind | CS_ID_STABLE), 0));
 }
 
+/* An add to, or an enabling read of, a loop resource (key 0: an add needs a key). */
+static int record_edge(LoopCoreObject *self, uint64_t obj, cs_access_kind kind) {
+    cs_access_kind k = (cs_access_kind)(kind | CS_ID_STABLE);
+    return cs_py_check(cs_access_record(self->ex, obj, 0, k, 0));
+}
+
 /* ------------------------------------------------------- ready queue */
 
 static int ready_push(LoopCoreObject *self, HandleObject *h) { /* steals */
@@ -483,6 +512,7 @@ static int actors_reserve(LoopCoreObject *self, cs_actor a) {
     actor_slot *p = self->actors;
     if (grow((void **)&p, &cap, need, sizeof *p) < 0) return -1;
     memset(p + self->n_actors, 0, (cap - self->n_actors) * sizeof *p);
+    for (size_t i = self->n_actors; i < cap; i++) p[i].last_chain = p[i].follows = CS_NO_ACTOR;
     self->actors = p;
     self->n_actors = cap;
     return 0;
@@ -624,6 +654,15 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
             self->chain_actor = a;
             self->chain_event = self->cur_event;
             self->chain_len = 1;
+            s->chain = 1;
+            s->follows = CS_NO_ACTOR;
+            s->last_chain = CS_NO_ACTOR;
+            if (self->in_step && self->cur_actor != CS_NO_ACTOR) {
+                /* FIFO behind the chain the same actor's earlier step started */
+                actor_slot *by = &self->actors[self->cur_actor];
+                s->follows = by->last_chain;
+                by->last_chain = a;
+            }
         }
         if (note_started(self, NULL, h) < 0) return -1;
     }
@@ -659,24 +698,35 @@ static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
     if (!timer && self->cur_task && cs_compat_task_of_step(cb) == self->cur_task) {
         /* the running task queued its own next step: a bare yield (sleep(0)) */
         h->polls = self->cur_polls < UINT32_MAX ? self->cur_polls + 1 : UINT32_MAX;
+        h->spins = self->cur_spins < UINT32_MAX ? self->cur_spins + 1 : UINT32_MAX;
         Py_XSETREF(self->requeued, (HandleObject *)Py_NewRef((PyObject *)h));
     }
     if (self->ex && assign_actor(self, h) < 0) {
         Py_DECREF(h);
         return NULL;
     }
+    if (self->ex) self->actors[h->actor].live++;
     return h;
 }
 
 int cs_loop_debug(LoopCoreObject *self) { return self->debug; }
 
+static int release_member(LoopCoreObject *self, cs_actor a);
+
 int cs_loop_cancel_handle(LoopCoreObject *self, HandleObject *h) {
     if (h->is_timer && h->scheduled) self->timer_cancelled_count++;
     if (h->queued) self->ready_cancelled++;
+    int was_live = !h->cancelled && (h->queued || h->scheduled);
     h->cancelled = 1;
     if (recording(self) && record(self, HANDLE_TAG | h->actor, CS_WRITE) < 0) return -1;
     if (recording(self) && h->is_timer && h->scheduled && record(self, TIMERS_OBJECT, CS_READ) < 0)
         return -1;
+    if (!self->ex || !was_live || h->actor >= self->n_actors) return 0;
+    actor_slot *s = &self->actors[h->actor];
+    /* a chain member cancelled is, for its followers, one of its steps */
+    if (s->chain && recording(self) && record_edge(self, CHAIN_TAG | h->actor, CS_ADD) < 0)
+        return -1;
+    if (s->live && --s->live == 0 && release_member(self, h->actor) < 0) return -1;
     return 0;
 }
 
@@ -777,6 +827,14 @@ static void clear_execution(LoopCoreObject *self) {
     Py_CLEAR(self->div_enabled);
     self->chain_actor = CS_NO_ACTOR;
     self->chain_len = 0;
+    for (size_t i = 0; i < self->n_actors; i++) {
+        actor_slot *s = &self->actors[i];
+        s->chain = s->park_read = 0;
+        s->live = 0;
+        s->last_chain = s->follows = CS_NO_ACTOR;
+        s->n_waits = 0;
+    }
+    self->n_parked = 0;
 }
 
 /* Releases every queued handle (close(), dealloc).  Handles are detached
@@ -844,7 +902,11 @@ static void loop_dealloc(LoopCoreObject *self) {
     loop_clear(self);
     PyMem_Free(self->ready);
     PyMem_Free(self->heap);
+    for (size_t i = 0; i < self->n_actors; i++) {
+        PyMem_Free(self->actors[i].waits);
+    }
     PyMem_Free(self->actors);
+    PyMem_Free(self->parked);
     PyMem_Free(self->tmap);
     PyMem_Free(self->choices);
     PyMem_Free(self->site_code);
@@ -1538,6 +1600,121 @@ static int record_counted_future(LoopCoreObject *self, PyObject *future, int was
     return cs_hooks_record_key(future, s_count, kind);
 }
 
+/* ------------------------------------------------------ FIFO and fairness
+ *
+ * call_soon FIFO across steps.  asyncio runs call_soon callbacks in the order
+ * they were registered.  A chain (the plain callbacks one step queued) keeps
+ * its own order by program order.  Between chains the model keeps the order
+ * where it cannot depend on the schedule: a chain started by a step of actor
+ * P follows the chain P's previous such step started (an emitter task that
+ * dispatches a frame with call_soon between awaits).  Its first step is not
+ * offered while that chain has a callback queued, and it reads
+ * CHAIN_TAG|that chain with CS_ENABLING, to which each of that chain's steps
+ * (and each cancel of one of its callbacks) adds: a happens-before edge that
+ * holds in every execution and that DPOR never reverses.  Chains that steps
+ * of different actors started float, as those steps do (task steps model I/O
+ * of unknown latency; an order between them that the schedule decides would
+ * make the blocking of a chain depend on the order of independent steps).
+ * A superset of the stock loop's orders, which keep every registration order.
+ *
+ * Fair polls.  A task whose step ends in its poll_limit-th (or later)
+ * consecutive bare yield (Handle.spins: sleep(0) in a loop that does nothing
+ * else) busy-polls.  On the stock loop its next step runs behind every
+ * handle ready when it yielded, and behind the timers due when its step
+ * began (the next iteration moves them to the ready queue first); the
+ * exploration otherwise lets it overtake them without bound, and a poll that
+ * terminates on asyncio ends as a livelock at the step budget.  So (as CHESS's
+ * fair scheduling does for spin loops) such a step parks the task: its next
+ * step is not offered until each of those actors has taken a step (or lost
+ * its last handle to a cancel); their steps add to PARK_TAG|task, which its
+ * next step reads, enabling.  The parking set depends on the whole ready
+ * queue, which every step changes, so the step that parks records a write of
+ * the global barrier: every step is ordered with it, and DPOR reverses those
+ * races.  A poll that can spin forever still does (nothing else is ready),
+ * and is still a livelock.  No cycle of waits: a task parks only on actors
+ * not parked then, so waits point from earlier parkings to later ones. */
+
+static int parked_index(LoopCoreObject *self, cs_actor p) {
+    for (size_t i = 0; i < self->n_parked; i++)
+        if (self->parked[i] == p) return (int)i;
+    return -1;
+}
+
+/* Not offered now: a parked poller, or a chain whose older chains are still queued. */
+static int actor_blocked(LoopCoreObject *self, cs_actor a) {
+    if (a >= self->n_actors) return 0;
+    const actor_slot *s = &self->actors[a];
+    return s->n_waits || (s->follows != CS_NO_ACTOR && self->actors[s->follows].live);
+}
+
+/* Actor `a` took a step, or lost its last handle: the pollers parked on it
+ * stop waiting for it, ordered after what it did (an add in the open step). */
+static int release_member(LoopCoreObject *self, cs_actor a) {
+    for (size_t i = 0; i < self->n_parked;) {
+        cs_actor p = self->parked[i];
+        actor_slot *ps = &self->actors[p];
+        int found = 0;
+        for (size_t k = 0; k < ps->n_waits; k++)
+            if (ps->waits[k] == a) {
+                ps->waits[k] = ps->waits[--ps->n_waits];
+                found = 1;
+                break;
+            }
+        if (found && recording(self) && record_edge(self, PARK_TAG | p, CS_ADD) < 0) return -1;
+        if (ps->n_waits == 0) {
+            ps->park_read = 1;
+            self->parked[i] = self->parked[--self->n_parked];
+            continue;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* At a step's beginning: the edges of the FIFO and of parking. */
+static int fair_step_begin(LoopCoreObject *self, cs_actor a) {
+    actor_slot *s = &self->actors[a];
+    if (s->live) s->live--;
+    if (s->follows != CS_NO_ACTOR) {
+        if (record_edge(self, CHAIN_TAG | s->follows, CS_READ | CS_ENABLING) < 0) return -1;
+        s->follows = CS_NO_ACTOR;
+    }
+    if (s->chain && record_edge(self, CHAIN_TAG | a, CS_ADD) < 0) return -1;
+    if (s->park_read) {
+        s->park_read = 0;
+        if (record_edge(self, PARK_TAG | a, CS_READ | CS_ENABLING) < 0) return -1;
+    }
+    return self->n_parked ? release_member(self, a) : 0;
+}
+
+/* After a busy-polling step of task actor `p`: the actors it waits for. */
+static int park_poller(LoopCoreObject *self, cs_actor p) {
+    actor_slot *ps = &self->actors[p];
+    if (++self->stamp_gen == 0) {
+        memset(self->stamp, 0, self->stamp_cap * sizeof *self->stamp);
+        self->stamp_gen = 1;
+    }
+    ps->n_waits = 0;
+    for (size_t i = 0; i < self->rlen + self->hlen; i++) {
+        HandleObject *r = i < self->rlen ? ready_at(self, i) : self->heap[i - self->rlen];
+        if (r->cancelled || r->actor == p || r->actor >= self->n_actors) continue;
+        if (i >= self->rlen && (timer_never(r->when) || !timer_due(r->when, self->step_now)))
+            continue;
+        if (actor_blocked(self, r->actor)) continue;
+        if (r->actor >= self->stamp_cap && stamp_reserve(self, r->actor) < 0) return -1;
+        if (self->stamp[r->actor] == self->stamp_gen) continue;
+        self->stamp[r->actor] = self->stamp_gen;
+        if (grow((void **)&ps->waits, &ps->cap_waits, ps->n_waits + 1, sizeof *ps->waits) < 0)
+            return -1;
+        ps->waits[ps->n_waits++] = r->actor;
+    }
+    if (!ps->n_waits) return 0;
+    size_t need = self->n_parked + 1;
+    if (grow((void **)&self->parked, &self->cap_parked, need, sizeof *self->parked) < 0) return -1;
+    if (parked_index(self, p) < 0) self->parked[self->n_parked++] = p;
+    return 0;
+}
+
 static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice) {
     cs_explorer *ex = self->ex;
     assert(!h->cancelled && h->callback); /* purge_cancelled runs before each choice */
@@ -1566,6 +1743,8 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     }
     if (rc == 0) rc = record(self, HANDLE_TAG | h->actor, CS_READ);
     if (rc == 0 && h->is_timer) rc = record(self, TIMERS_OBJECT, CS_READ);
+    if (rc == 0) rc = fair_step_begin(self, h->actor);
+    self->step_now = self->now;
     int task_was_done = 0;
     if (rc == 0) {
         task = cs_compat_task_of_step(h->callback);
@@ -1577,6 +1756,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     }
     self->cur_task = Py_XNewRef(task);
     self->cur_polls = h->polls;
+    self->cur_spins = h->spins;
     if (rc == 0 && h->observes)
         rc = cs_hooks_record_key(h->observes, s_count, CS_READ | CS_ENABLING);
     if (rc == 0 && counted && !(self->counted = PyList_New(0))) rc = -1;
@@ -1594,8 +1774,13 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     Py_CLEAR(counted);
     if (rc == 0) rc = cs_hooks_sweep();
     if (rc == 0) rc = busy_poll_check(self);
+    /* a busy-polling step parks its task (see "fair polls") */
+    int polling = rc == 0 && self->requeued && self->poll_limit &&
+                  self->requeued->spins >= self->poll_limit;
+    if (polling) rc = record(self, CS_OBJECT_ALL, CS_WRITE);
     Py_CLEAR(self->cur_task);
     Py_CLEAR(self->requeued);
+    self->cur_spins = 0;
     if (task) {
         if (rc == 0) await_site(task, &self->site_code[ev], &self->site_line[ev]);
         Py_DECREF(task);
@@ -1605,7 +1790,9 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     self->cur_event = -1;
     st = cs_step_end(ex);
     if (rc < 0) return -1;
-    return cs_py_check(st);
+    if (cs_py_check(st) < 0) return -1;
+    if (polling && park_poller(self, h->actor) < 0) return -1;
+    return 0;
 }
 
 static int run_explorer(LoopCoreObject *self) {
@@ -1632,8 +1819,11 @@ static int run_explorer(LoopCoreObject *self) {
             self->stamp_gen = 1;
         }
         if (en_reserve(self, self->rlen + self->hlen + 1) < 0) return -1;
-        for (size_t i = 0; i < self->rlen; i++)
-            if (en_add(self, &n, ready_at(self, i)->actor, (Py_ssize_t)i) < 0) return -1;
+        for (size_t i = 0; i < self->rlen; i++) {
+            cs_actor a = ready_at(self, i)->actor;
+            if (actor_blocked(self, a)) continue;
+            if (en_add(self, &n, a, (Py_ssize_t)i) < 0) return -1;
+        }
         /* strict: no timer is due unless the earliest one is */
         if (self->hlen && (self->relaxed || timer_due(self->heap[0]->when, self->now))) {
             Py_ssize_t *idx = PyMem_Malloc(self->hlen * sizeof *idx);
@@ -1655,6 +1845,11 @@ static int run_explorer(LoopCoreObject *self) {
                 rc = en_add(self, &n, self->heap[idx[k]]->actor, -idx[k] - 1);
             PyMem_Free(idx);
             if (rc < 0) return -1;
+        }
+        if (n == 0 && self->rlen) {
+            /* unreachable: waits never form a cycle (see "FIFO and fairness") */
+            PyErr_SetString(PyExc_SystemError, "chaossloth: every ready actor is blocked");
+            return -1;
         }
         size_t pick = 0;
         int st = cs_choose(self->ex, self->en_actor, n, &pick);

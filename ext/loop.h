@@ -30,6 +30,8 @@ typedef struct {
                              reads it, enabling (loop.c: record_shared_state), or NULL */
     uint32_t polls;       /* task step queued by the task's own previous step (a bare yield,
                              sleep(0)): that step's polls + 1; else 0 (see busy_poll_check) */
+    uint32_t spins;       /* the same count, never restarted by the busy-poll clock (see
+                             "fair polls" in loop.c) */
     char cancelled, scheduled, is_timer, after_all, queued;
 } HandleObject;
 

@@ -1,12 +1,16 @@
 """The loop model neither invents nor hides schedules (issue 9; DESIGN.md "Execution model").
 
 * call_soon FIFO: the non-task callbacks queued by one step run in registration order under
-  every strategy (one "chain" actor), as on the stock loop; task steps stay free to interleave,
-  so a program that depends on the order of two task wakeups still fails.
-* Busy-poll clock: a task polling with ``await asyncio.sleep(0)`` for a flag that a timer (or a
-  sleeping task) sets terminates, with the stock loop's result, under fifo and dpor; DPOR and
-  exhaustive reach the same outcomes on polling programs; replay through a busy-poll advance
-  reproduces the run; a real livelock is still reported, saying what the loop did.
+  every strategy (one "chain" actor), as on the stock loop, and so do those that one task's
+  successive steps queued (a reader dispatching a frame per step); task steps stay free to
+  interleave, so a program that depends on the order of two task wakeups, or of two tasks'
+  callbacks, still fails.
+* Busy-poll clock and fair polls: a task polling with ``await asyncio.sleep(0)`` for a flag that
+  a timer, a sleeping task or an always-ready task sets terminates, with the stock loop's
+  result, and dpor and exhaustive end complete (a poller that yielded poll_limit times in a row
+  waits for what was ready when it yielded); DPOR and exhaustive reach the same outcomes on
+  polling programs; replay through a busy-poll advance reproduces the run; a real livelock (a
+  poll that can spin forever) is still reported, saying what the loop did.
 
 Programs are loaded through the capture instrumentation (as the CLI loads them), so DPOR sees
 their accesses.
@@ -67,6 +71,10 @@ def explore(module: Any, strategy: str, **kw: Any) -> tuple[runner.ExplorationRe
         **kw,
     )
     return res, seen
+
+
+def _outcomes(seen: list[Any]) -> set[Any]:
+    return {(f, v, tuple(sorted(b.items()))) for f, v, b in seen}
 
 
 @pytest.fixture
@@ -201,6 +209,97 @@ def test_chains_of_different_steps_interleave_each_in_fifo_order(strategy: str) 
     assert len(logs) == 6, sorted(logs)
 
 
+
+FRAMES = """
+import asyncio
+
+
+class Parser:
+    def __init__(self):
+        self.frames = []
+        self.done = asyncio.Event()
+
+    def on_frame(self, n):
+        # a protocol callback: frames are dispatched in the order they were read
+        assert self.frames == list(range(n)), f"frame {n} after {self.frames}"
+        self.frames.append(n)
+        if n == 3:
+            self.done.set()
+
+
+async def reader(parser):
+    loop = asyncio.get_running_loop()
+    for n in range(4):
+        loop.call_soon(parser.on_frame, n)  # one frame per step of the reader task
+        await asyncio.sleep(0)
+
+
+async def main(box):
+    parser = Parser()
+    task = asyncio.ensure_future(reader(parser))
+    await parser.done.wait()
+    await task
+    box["frames"] = tuple(parser.frames)
+    return len(parser.frames)
+"""
+
+
+@pytest.mark.parametrize("strategy", ["fifo", "random", "dpor", "exhaustive"])
+def test_callbacks_of_one_task_keep_their_order_across_its_steps(strategy: str) -> None:
+    mod = load(FRAMES)
+    assert stock(mod) == (4, {"frames": (0, 1, 2, 3)})
+    kw: dict[str, Any] = {"max_executions": 40} if strategy == "random" else {}
+    res, seen = explore(mod, strategy, **kw)
+    assert res.failing_executions == 0 and res.aborted == 0, [s for s in seen if s[0]][:1]
+    assert seen and all(box == {"frames": (0, 1, 2, 3)} for _, _, box in seen)
+    if strategy in ("dpor", "exhaustive"):
+        assert res.complete
+        # the reader's steps still interleave with the frames (a frame is dispatched before or
+        # after the reader's next step), and main's wait with both
+        assert res.executions > 1
+
+
+def test_dpor_matches_exhaustive_on_chains_across_steps() -> None:
+    mod = load(FRAMES)
+    got = {}
+    for strategy in ("exhaustive", "dpor"):
+        res, seen = explore(mod, strategy)
+        assert res.complete
+        got[strategy] = _outcomes(seen)
+    assert got["dpor"] == got["exhaustive"]
+
+
+TWO_READERS = """
+import asyncio
+
+
+async def reader(log, name):
+    loop = asyncio.get_running_loop()
+    for n in range(2):
+        loop.call_soon(log.append, f"{name}{n}")
+        await asyncio.sleep(0)
+
+
+async def main(box):
+    log = []
+    await asyncio.gather(reader(log, "a"), reader(log, "b"))
+    await asyncio.sleep(0)
+    box["log"] = tuple(log)
+    # the stock loop alternates the two readers; nothing in the program makes it
+    assert log == ["a0", "b0", "a1", "b1"], log
+"""
+
+
+def test_callbacks_of_two_tasks_still_interleave() -> None:
+    mod = load(TWO_READERS)
+    stock(mod)
+    res, seen = explore(mod, "dpor")
+    assert res.complete and res.failing_executions >= 1
+    logs = {box["log"] for _, _, box in seen}
+    for log in logs:  # each reader's own frames in order
+        assert log.index("a0") < log.index("a1") and log.index("b0") < log.index("b1"), log
+    assert len(logs) == 6, sorted(logs)
+
 TASK_WAKEUPS = """
 import asyncio
 
@@ -300,13 +399,104 @@ def test_busy_poll_terminates_with_the_stock_result(name: str) -> None:
     mod = load(POLL_PROGRAMS[name])
     expected, _ = stock(mod)
     assert cs_loop.run(mod.main({})) == expected
-    # dpor: the first 25 executions (the poll loop is unbounded once the timer is ready: an
-    # exploration may let the poller overtake it any number of times, see README)
-    for strategy, budget in (("fifo", 1), ("dpor", 25)):
-        res, seen = explore(mod, strategy, max_executions=budget)
-        assert res.executions == budget or res.complete
+    # dpor is complete: a poller that overtook the ready timer (or the sleeper's wakeup)
+    # poll_limit times waits for it (fair polls, README "Which orders are explored")
+    for strategy in ("fifo", "dpor"):
+        res, seen = explore(mod, strategy, max_executions=500)
+        assert res.complete or strategy == "fifo", (res.executions, res.incomplete_reason)
         assert res.failing_executions == 0 and res.aborted == 0, (strategy, seen[:1])
         assert seen and {value for _, value, _ in seen} == {expected}, strategy
+
+
+
+POLL_READY_TASK = """
+import asyncio
+
+
+class Conn:
+    def __init__(self):
+        self.ready = False
+
+    async def handshake(self):
+        for _ in range(3):  # a few steps that never touch `ready`
+            await asyncio.sleep(0)
+        self.ready = True
+
+
+async def main(box):
+    conn = Conn()
+    task = asyncio.ensure_future(conn.handshake())
+    polls = 0
+    while not conn.ready:  # polls for a task that is always ready, not for a timer
+        polls += 1
+        await asyncio.sleep(0)
+    await task
+    box["polls"] = polls
+    return "ready"
+"""
+
+
+@pytest.mark.parametrize("strategy", ["dpor", "exhaustive"])
+def test_a_poll_for_a_ready_task_is_fair(small_poll_limit: int, strategy: str) -> None:
+    """Without fairness the poller may overtake the handshake forever: exhaustive enumeration
+    never ends and dpor ends each execution that does so at the step budget."""
+    mod = load(POLL_READY_TASK)
+    res, seen = explore(mod, strategy, max_executions=2000)
+    assert res.complete and res.aborted == 0, (res.executions, res.incomplete_reason)
+    assert res.failing_executions == 0
+    assert {value for _, value, _ in seen} == {"ready"}
+    # The handshake's write lands after 2 polls at the earliest (its own 3 bare yields make it
+    # a poller too, which waits for main's next step) and after poll_limit + 3 at the latest
+    # (main overtakes its first step poll_limit times, then polls once per step of it).
+    polls = {box["polls"] for _, _, box in seen}
+    assert polls == set(range(2, small_poll_limit + 4)), sorted(polls)
+
+
+def test_dpor_matches_exhaustive_on_a_fair_poll(small_poll_limit: int) -> None:
+    mod = load(POLL_READY_TASK)
+    got = {}
+    for strategy in ("exhaustive", "dpor"):
+        res, seen = explore(mod, strategy)
+        assert res.complete
+        got[strategy] = (_outcomes(seen), res.executions)
+    assert got["dpor"][0] == got["exhaustive"][0]
+    assert got["dpor"][1] <= got["exhaustive"][1]
+
+
+POLL_CAN_SPIN = """
+import asyncio
+
+
+class Conn:
+    def __init__(self):
+        self.ready = False
+        self.closing = False
+
+    async def handshake(self):
+        await asyncio.sleep(0)
+        if not self.closing:
+            self.ready = True
+
+
+async def main(box):
+    conn = Conn()
+    task = asyncio.ensure_future(conn.handshake())
+    polls = 0
+    while not conn.ready:
+        polls += 1
+        if polls == 2:
+            conn.closing = True  # a bug: the handshake may now never set `ready`
+        await asyncio.sleep(0)
+    await task
+"""
+
+
+def test_a_poll_that_can_spin_forever_is_still_a_livelock() -> None:
+    res, seen = explore(load(POLL_CAN_SPIN), "dpor", max_steps=3000)
+    assert res.failing_executions >= 1
+    assert any(f and "step budget" in f for f, _, _ in seen), seen[:2]
+    # and the schedules where the handshake wins pass
+    assert any(f is None for f, _, _ in seen)
 
 
 def test_busy_poll_advances_after_poll_limit_yields() -> None:
@@ -406,10 +596,6 @@ async def main(box):
     box["notes"] = tuple(s.notes)
     return loop.time()
 """
-
-
-def _outcomes(seen: list[Any]) -> set[Any]:
-    return {(f, v, tuple(sorted(b.items()))) for f, v, b in seen}
 
 
 def test_dpor_matches_exhaustive_on_a_polling_program(small_poll_limit: int) -> None:
