@@ -209,7 +209,6 @@ def test_chains_of_different_steps_interleave_each_in_fifo_order(strategy: str) 
     assert len(logs) == 6, sorted(logs)
 
 
-
 FRAMES = """
 import asyncio
 
@@ -299,6 +298,7 @@ def test_callbacks_of_two_tasks_still_interleave() -> None:
     for log in logs:  # each reader's own frames in order
         assert log.index("a0") < log.index("a1") and log.index("b0") < log.index("b1"), log
     assert len(logs) == 6, sorted(logs)
+
 
 TASK_WAKEUPS = """
 import asyncio
@@ -406,7 +406,6 @@ def test_busy_poll_terminates_with_the_stock_result(name: str) -> None:
         assert res.complete or strategy == "fifo", (res.executions, res.incomplete_reason)
         assert res.failing_executions == 0 and res.aborted == 0, (strategy, seen[:1])
         assert seen and {value for _, value, _ in seen} == {expected}, strategy
-
 
 
 POLL_READY_TASK = """
