@@ -252,3 +252,49 @@ def test_a_timer_rearmed_at_now_until_time_passes_ends_on_the_stock_loop() -> No
     result = jitter.run_on_stock_loop(trial, seed=1)
     assert not result.failed, result.reason
     assert 0 < result.duration < 0.1
+
+
+def test_a_poll_for_a_sleeping_task_ends_on_the_stock_loop() -> None:
+    """A task polling with sleep(0) for a flag that a task sleeping 2 s sets ends on a real
+    loop (its clock moves while it spins); the telemetry loop's clock moves to the sleeper's
+    deadline once it has not idled for BUSY_LIMIT iterations, as the controlled loop's busy-poll
+    clock does (it took 10 us an iteration there, and reported a livelock after MAX_ITERATIONS
+    where stage 3 had passed complete)."""
+
+    class Conn:
+        connected = False
+
+        async def connect(self) -> None:
+            await asyncio.sleep(2)
+            self.connected = True
+
+    polls: list[int] = []
+
+    async def trial() -> None:
+        conn = Conn()
+        task = asyncio.ensure_future(conn.connect())
+        polls.append(0)
+        while not conn.connected:
+            polls[-1] += 1
+            await asyncio.sleep(0)
+        await task
+
+    result = jitter.run_on_stock_loop(trial, seed=1)
+    assert not result.failed, result.reason
+    assert 2 <= result.duration < 2.1
+    assert jitter.BUSY_LIMIT < polls[-1] < jitter.MAX_ITERATIONS
+
+
+def test_a_real_livelock_with_a_periodic_timer_is_still_one() -> None:
+    async def spin() -> None:
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:
+            loop.call_later(1, tick)  # a heartbeat: a deadline is always pending
+
+        tick()
+        while True:
+            await asyncio.sleep(0)
+
+    r = jitter.run_on_stock_loop(spin)
+    assert r.failed and "livelock" in r.reason

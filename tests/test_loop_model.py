@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -472,9 +473,10 @@ class Conn:
         self.closing = False
 
     async def handshake(self):
+        if self.closing:
+            return
         await asyncio.sleep(0)
-        if not self.closing:
-            self.ready = True
+        self.ready = True
 
 
 async def main(box):
@@ -484,14 +486,18 @@ async def main(box):
     while not conn.ready:
         polls += 1
         if polls == 2:
-            conn.closing = True  # a bug: the handshake may now never set `ready`
+            # a bug: a handshake that has not started yet now never sets `ready` (the stock
+            # loop starts it first, so this passes there)
+            conn.closing = True
         await asyncio.sleep(0)
     await task
 """
 
 
 def test_a_poll_that_can_spin_forever_is_still_a_livelock() -> None:
-    res, seen = explore(load(POLL_CAN_SPIN), "dpor", max_steps=3000)
+    mod = load(POLL_CAN_SPIN)
+    stock(mod)
+    res, seen = explore(mod, "dpor", max_steps=3000)
     assert res.failing_executions >= 1
     assert any(f and "step budget" in f for f, _, _ in seen), seen[:2]
     # and the schedules where the handshake wins pass
@@ -670,3 +676,44 @@ def test_a_real_livelock_is_still_reported_with_what_the_loop_did() -> None:
     msg = str(info.value)
     assert "the step budget of 300 steps ran out" in msg
     assert "pending timers: print at 60" in msg and "virtual time at 0" in msg
+
+
+# ------------------------------------------------------------------ end to end
+
+
+def _scenario_file(tmp_path: Path, source: str) -> Path:
+    path = tmp_path / "prog.py"
+    path.write_text(source + "\n\nasync def scenario():\n    return await main({})\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "name,verdict,hazard",
+    [
+        ("FRAMES", "pass", None),
+        ("TWO_READERS", "fail", "order-violation"),
+        ("POLL_SLEEPER", "pass", None),
+        ("POLL_READY_TASK", "pass", None),
+        ("POLL_CAN_SPIN", "fail", "livelock"),
+    ],
+)
+def test_check_command_on_fifo_and_polling_programs(
+    tmp_path: Path, name: str, verdict: str, hazard: str | None
+) -> None:
+    """As a user runs them: the emitter across a task's steps and the polls pass complete (the
+    telemetry stage agrees: the stock loop's clock moves while a poll spins), their racy twins
+    fail with their hazard."""
+    from conftest import cli
+
+    out = tmp_path / "report.json"
+    path = _scenario_file(tmp_path, globals()[name])
+    # an execution budget, not a time one: the poll for a ready task takes 1014 executions
+    # (poll_limit 1000), seconds on a loaded machine
+    budget = ["--max-executions", "5000"]
+    r = cli("check", str(path), "--scenario", "scenario", *budget, "--json", str(out), cwd=tmp_path)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == (0 if verdict == "pass" else 1), r.stdout + r.stderr
+    rep = json.loads(out.read_text())
+    assert rep["verdict"] == verdict and rep["hazard"] == hazard, rep["findings"]
+    if verdict == "pass":
+        assert rep["complete"], {k: v for k, v in rep.items() if k != "findings"}

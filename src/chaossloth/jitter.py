@@ -113,9 +113,10 @@ class _RealIO(Exception):
 
 
 BUSY_LIMIT = 1000
-"""Consecutive loop iterations that do not wait (something is always ready) after which each
-further one advances the clock by BUSY_TICK: the controlled loop's busy-poll clock
-(ext/loop.c, POLL_LIMIT) on the stock loop."""
+"""Consecutive loop iterations that do not wait (something is always ready) after which the
+clock moves to the earliest pending deadline, or by BUSY_TICK when that deadline has come
+already: the controlled loop's busy-poll clock (ext/loop.c, POLL_LIMIT) on the stock loop, so
+that stage 4 sees a poll for a timer end where stage 3 did."""
 
 BUSY_TICK = 1e-5
 """Virtual seconds an iteration past BUSY_LIMIT costs (a real loop spends ~5-50 us on one)."""
@@ -156,11 +157,18 @@ class _FastForwardSelector(selectors.BaseSelector):
             # point, so where they land does not depend on the threads' real speed)
             self.busy += 1
             if self.busy > BUSY_LIMIT:
-                # a loop that never idles still sees its clock move, as a real loop's does
-                # (BUSY_TICK an iteration): a timer re-armed at "now" by code that waits for
-                # time to pass (aiolimiter's leaky bucket, whose level drains with elapsed
-                # time) would otherwise fire forever at one instant
-                self.skipped += BUSY_TICK
+                # a loop that never idles still sees its clock move, as a real loop's does: to
+                # the next deadline (a poll for a flag a sleeping task sets ends after
+                # BUSY_LIMIT iterations, not after seconds' worth of them), and by BUSY_TICK
+                # an iteration once that has come (a timer re-armed at "now" by code that waits
+                # for time to pass, aiolimiter's leaky bucket, would otherwise fire forever at
+                # one instant)
+                deadline = self._next_deadline()
+                if deadline is not None and deadline > self.skipped + BUSY_TICK:
+                    self.skipped = deadline
+                    self.busy = 0
+                else:
+                    self.skipped += BUSY_TICK
             return []
         self.busy = 0
         if self.loop is not None and self.loop._wait_for_threads(timeout):
@@ -169,6 +177,15 @@ class _FastForwardSelector(selectors.BaseSelector):
             raise _Stuck("nothing is ready and no timer is pending (deadlock)")
         self.skipped += timeout
         return []
+
+    def _next_deadline(self) -> float | None:
+        """The earliest finite deadline of the loop's live timers, or None."""
+        if self.loop is None:
+            return None
+        live = [
+            h.when() for h in self.loop._scheduled if not h.cancelled() and math.isfinite(h.when())
+        ]
+        return min(live) if live else None
 
     def get_map(self) -> Any:
         return dict(self._map)
