@@ -199,3 +199,59 @@ uint64_t cs_compat_dict_version(PyObject *dict) {
 #pragma GCC diagnostic pop
 #endif
 }
+
+/* ---- await chains */
+
+static int visit_asyncgen(PyObject *o, void *found) {
+    if (o && PyAsyncGen_CheckExact(o)) {
+        *(PyObject **)found = o;
+        return 1; /* stops the traversal */
+    }
+    return 0;
+}
+
+/* The async generator that an asend/athrow awaitable drives (borrowed), or
+ * NULL.  Those types are not exported (3.11 to 3.13): known by name, and
+ * their traverse visits the generator (genobject.c: ags_gen, agt_gen); the
+ * capture's awaitproxy around one (hooks.c) visits it too, as its target. */
+static PyObject *asyncgen_of_awaitable(PyObject *obj) {
+    PyTypeObject *t = Py_TYPE(obj);
+    if (strcmp(t->tp_name, "async_generator_asend") != 0 &&
+        strcmp(t->tp_name, "async_generator_athrow") != 0 &&
+        strcmp(t->tp_name, CS_AWAITPROXY_TYPE_NAME) != 0)
+        return NULL;
+    PyObject *found = NULL;
+    if (t->tp_traverse) t->tp_traverse(obj, visit_asyncgen, &found);
+    return found;
+}
+
+int cs_compat_await_link(PyObject *obj, PyObject **frame, PyObject **code, PyObject **next) {
+    *frame = *code = *next = NULL;
+    const char *fr, *co, *nx;
+    if (PyCoro_CheckExact(obj)) {
+        fr = "cr_frame", co = "cr_code", nx = "cr_await";
+    } else if (PyGen_Check(obj)) {
+        fr = "gi_frame", co = "gi_code", nx = "gi_yieldfrom";
+    } else if (PyAsyncGen_CheckExact(obj)) {
+        fr = "ag_frame", co = "ag_code", nx = "ag_await";
+    } else {
+        PyObject *gen = asyncgen_of_awaitable(obj);
+        if (!gen) return 0;
+        *next = Py_NewRef(gen);
+        return 1;
+    }
+    PyObject *f = PyObject_GetAttrString(obj, fr);
+    PyObject *c = f ? PyObject_GetAttrString(obj, co) : NULL;
+    PyObject *n = c ? PyObject_GetAttrString(obj, nx) : NULL;
+    if (!n) {
+        Py_XDECREF(f);
+        Py_XDECREF(c);
+        return -1;
+    }
+    if (f == Py_None) Py_CLEAR(f);
+    if (n == Py_None) Py_CLEAR(n);
+    *frame = f;
+    *code = c;
+    *next = n;
+    return 1;
+}

@@ -64,4 +64,18 @@ const char *cs_compat_cfunction_name(PyObject *cb);
  * holds).  Never raises. */
 uint64_t cs_compat_dict_version(PyObject *dict);
 
+/* One link of a task's await chain (a coroutine's cr_await, a generator's
+ * gi_yieldfrom, an async generator's ag_await).  For a coroutine, generator or
+ * async generator: 1, with its frame (new reference, or NULL once it has
+ * finished), its code (new reference) and what it awaits (new reference or
+ * NULL).  For the awaitable an async generator's __anext__ / asend() /
+ * athrow() / aclose() returns (what `async for` and anext() await, which
+ * exposes nothing of its generator): 1, with no frame or code and *next the
+ * generator it drives, found by its traverse function.  0 for anything else
+ * (the chain ends there: a future, a task); -1 with an exception. */
+int cs_compat_await_link(PyObject *obj, PyObject **frame, PyObject **code, PyObject **next);
+
+/* The tp_name of hooks.c's awaitproxy (an async generator's awaitable, wrapped). */
+#define CS_AWAITPROXY_TYPE_NAME "chaossloth._core.awaitproxy"
+
 #endif

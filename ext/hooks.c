@@ -2384,12 +2384,9 @@ static PyObject *library_site(PyObject *frame, PyObject *code) {
 
 int cs_hooks_record_resumed(PyObject *task) {
     if (!hooks_ex) return 0;
-    static PyObject *names[7];
-    static const char *cnames[7] = {"_coro",   "cr_await", "gi_yieldfrom", "cr_frame",
-                                    "gi_frame", "cr_code", "gi_code"};
-    for (int i = 0; i < 7; i++)
-        if (!names[i] && !(names[i] = PyUnicode_InternFromString(cnames[i]))) return -1;
-    PyObject *obj = PyObject_GetAttr(task, names[0]);
+    static PyObject *s_coro_attr;
+    if (!s_coro_attr && !(s_coro_attr = PyUnicode_InternFromString("_coro"))) return -1;
+    PyObject *obj = PyObject_GetAttr(task, s_coro_attr);
     if (!obj) {
         PyErr_Clear(); /* not a task of asyncio's: nothing it awaits is known */
         return 0;
@@ -2397,39 +2394,37 @@ int cs_hooks_record_resumed(PyObject *task) {
     walk_t w;
     int open = 0, rc = 0;
     for (int depth = 0; rc == 0 && depth < WALK_DEPTH; depth++) {
-        int coro = PyCoro_CheckExact(obj);
-        if (!coro && !PyGen_Check(obj)) break;
-        PyObject *code = PyObject_GetAttr(obj, names[coro ? 5 : 6]);
+        /* coroutines, generators and async generators (a library's `async for` body resumes
+         * in this step too), through the awaitables that drive async generators */
+        PyObject *frame, *code, *next;
+        int link = cs_compat_await_link(obj, &frame, &code, &next);
+        if (link <= 0) {
+            if (link < 0) rc = -1;
+            break;
+        }
         PyObject *sum = NULL;
-        int instrumented = !code ? -1
-                           : !PyCode_Check(code) || !instrumented_files
+        int instrumented = !code || !PyCode_Check(code) || !instrumented_files
                                ? 0
                                : PySet_Contains(instrumented_files, cs_compat_code_filename(code));
         if (instrumented < 0) rc = -1;
         else if (!instrumented && code && PyCode_Check(code) && !(sum = env_summary(code)))
             rc = -1;
-        if (rc == 0 && sum && sum != Py_None) {
-            PyObject *frame = PyObject_GetAttr(obj, names[coro ? 3 : 4]);
-            if (frame && PyFrame_Check(frame)) {
-                if (!open) {
-                    walk_begin(&w, W_ARG, KIND_WRITE, task_step_site);
-                    open = 1;
-                }
-                PyObject *site = library_site(frame, code);
-                rc = site ? walk_pin(site) : -1; /* the walk keeps it */
-                if (rc == 0) {
-                    w.site = site;
-                    rc = walk_pin(sum);
-                }
-                Py_XDECREF(site);
-                if (rc == 0) rc = walk_frame(&w, frame, sum);
-            } else if (!frame) {
-                rc = -1;
+        if (rc == 0 && sum && sum != Py_None && frame && PyFrame_Check(frame)) {
+            if (!open) {
+                walk_begin(&w, W_ARG, KIND_WRITE, task_step_site);
+                open = 1;
             }
-            Py_XDECREF(frame);
+            PyObject *site = library_site(frame, code);
+            rc = site ? walk_pin(site) : -1; /* the walk keeps it */
+            if (rc == 0) {
+                w.site = site;
+                rc = walk_pin(sum);
+            }
+            Py_XDECREF(site);
+            if (rc == 0) rc = walk_frame(&w, frame, sum);
         }
+        Py_XDECREF(frame);
         Py_XDECREF(code);
-        PyObject *next = rc == 0 ? PyObject_GetAttr(obj, names[coro ? 1 : 2]) : NULL;
         Py_SETREF(obj, next);
         if (!obj) break;
     }
@@ -3579,7 +3574,7 @@ static PyAsyncMethods ap_async = {
 };
 
 static PyTypeObject AwaitProxy_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chaossloth._core.awaitproxy",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = CS_AWAITPROXY_TYPE_NAME,
     .tp_basicsize = sizeof(awaitproxy),
     .tp_dealloc = (destructor)ap_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -3847,12 +3842,21 @@ static PyObject *h_kw(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
     return Py_NewRef(x);
 }
 
-/* cx(x, site) -> x: x is entered by `with` / `async with`.  Its __enter__ /
- * __exit__ (or async twins) act on it: when they are not instrumented, a
- * write of x whole.  asyncio's own primitives (classes of asyncio modules)
- * are recorded by capture/sync.py as lock operations and skipped here. */
+static PyObject *cx_exit_maker; /* set_cx_exit_maker's callable, or NULL */
+
+/* cx(x, site[, protocol]) -> x: x is entered by `with` (protocol 0) or
+ * `async with` (1).  Its __enter__ / __exit__ (or async twins) act on it:
+ * when they are not instrumented, a write of x whole, at the entry and again
+ * at the exit, which runs in a later step when the body awaits (an anyio
+ * Lock released there is what the next acquirer reads): with a protocol, the
+ * result is the maker's proxy of x, whose exit calls cx(x, site) (no
+ * protocol: the record only).  asyncio's own primitives (classes of asyncio
+ * modules) are recorded by capture/sync.py as lock operations and skipped. */
 static PyObject *h_cx(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nargs) {
-    NARGS(2, "cx");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "cx() takes 2 or 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
     PyObject *x = a[0];
     if (!hooks_ex || immutable_value(x)) return Py_NewRef(x);
     PyTypeObject *t = Py_TYPE(x);
@@ -3867,9 +3871,22 @@ static PyObject *h_cx(PyObject *Py_UNUSED(m), PyObject *const *a, Py_ssize_t nar
         for (const char **n = names; *n; n++)
             if (dunder_kind(t, *n) == 1) opaque = 1;
     }
-    if (opaque && record(holder_of(x), CS_KEY_WHOLE, KIND_WRITE, a[1], NULL, NULL) < 0)
-        return NULL;
+    if (!opaque) return Py_NewRef(x);
+    if (record(holder_of(x), CS_KEY_WHOLE, KIND_WRITE, a[1], NULL, NULL) < 0) return NULL;
+    if (nargs == 3 && cx_exit_maker)
+        return PyObject_CallFunctionObjArgs(cx_exit_maker, x, a[1], a[2], NULL);
     return Py_NewRef(x);
+}
+
+/* set_cx_exit_maker(f): f(x, site, protocol) -> what `with` enters instead of
+ * x, a proxy whose exit records (cx). */
+static PyObject *h_set_cx_exit_maker(PyObject *Py_UNUSED(m), PyObject *arg) {
+    if (!PyCallable_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "expected a callable");
+        return NULL;
+    }
+    Py_XSETREF(cx_exit_maker, Py_NewRef(arg));
+    Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------ protocol reads */
@@ -4823,7 +4840,7 @@ static PyMethodDef hook_methods[] = {
     FAST("rv", h_rv, "rv(x, site) -> x: x read as a value (deep)."),
     FAST("bop", h_bop, "bop(x, y, op, site) -> x <op> y, operands read as values."),
     FAST("aug", h_aug, "aug(x, y, op, site) -> x <op>= y, x written."),
-    FAST("cx", h_cx, "cx(x, site) -> x: entered by with; uninstrumented enter/exit write it."),
+    FAST("cx", h_cx, "cx(x, site[, protocol]) -> x: entered by with; opaque enter/exit write it."),
     FAST("rev", h_rev, "rev(x, site) -> reversed(x), x read at every next()."),
     FAST("fx", h_fx, "fx(f, site) -> f: the callee of a starred call."),
     FAST("aw", h_aw, "aw(x, site) -> x: an argument of a starred call, written."),
@@ -4843,6 +4860,8 @@ static PyMethodDef hook_methods[] = {
     {"newcall", (PyCFunction)(void (*)(void))h_newcall, METH_FASTCALL | METH_KEYWORDS,
      "newcall(f, site, *args, **kw) -> f(*args, **kw); a fresh result is recorded as created."},
     FAST("record", h_record, "record(obj, kind, site=0, key=None): record an access."),
+    {"set_cx_exit_maker", h_set_cx_exit_maker, METH_O,
+     "set_cx_exit_maker(f): f(x, site, protocol) -> the proxy `with` enters for x."},
     {"set_library_site_maker", h_set_library_site_maker, METH_O,
      "set_library_site_maker(f): f(filename, line, qualname, module) -> the site of a library "
      "coroutine's frame resumed at that line."},

@@ -1376,23 +1376,25 @@ static void await_site(PyObject *task, PyObject **code_out, int *line_out) {
     PyCodeObject *best = NULL, *inner = NULL;
     int best_line = 0, inner_line = 0;
     for (int depth = 0; obj && depth < 64; depth++) {
-        int coro = PyCoro_CheckExact(obj);
-        if (!coro && !PyGen_Check(obj)) break;
-        PyObject *fr = PyObject_GetAttr(obj, coro ? s_cr_frame : s_gi_frame);
-        if (!fr || !PyFrame_Check(fr)) {
+        PyObject *fr, *co, *next;
+        if (cs_compat_await_link(obj, &fr, &co, &next) <= 0) break;
+        int has_code = co != NULL; /* NULL: an async generator's awaitable, next is it */
+        Py_XDECREF(co);
+        if (fr && PyFrame_Check(fr)) {
+            PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)fr);
+            int line = PyFrame_GetLineNumber((PyFrameObject *)fr);
+            Py_XSETREF(inner, code);
+            inner_line = line;
+            if (!is_asyncio_code(code)) {
+                Py_XSETREF(best, (PyCodeObject *)Py_NewRef((PyObject *)code));
+                best_line = line;
+            }
+        } else if (fr || has_code) { /* a finished coroutine: nothing further */
             Py_XDECREF(fr);
+            Py_XDECREF(next);
             break;
         }
-        PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)fr);
-        int line = PyFrame_GetLineNumber((PyFrameObject *)fr);
-        Py_DECREF(fr);
-        Py_XSETREF(inner, code);
-        inner_line = line;
-        if (!is_asyncio_code(code)) {
-            Py_XSETREF(best, (PyCodeObject *)Py_NewRef((PyObject *)code));
-            best_line = line;
-        }
-        PyObject *next = PyObject_GetAttr(obj, coro ? s_cr_await : s_gi_yieldfrom);
+        Py_XDECREF(fr);
         Py_SETREF(obj, next);
     }
     Py_XDECREF(obj);

@@ -133,6 +133,51 @@ def test_reset_puts_back_the_identical_objects_every_time(reset_module: Any) -> 
         check()
 
 
+SHARING_MODULE = """\
+import user_shared_core as core
+
+
+class Definition:
+    def __init__(self, impl):
+        self.impl = impl
+
+
+LOCAL = Definition(core.STRING)
+REGISTRY = {str: Definition(core.STRING), "local": LOCAL, "made": [Definition(None)]}
+"""
+
+
+def test_reset_keeps_the_objects_modules_bind_by_identity(tmp_path: Path) -> None:
+    """A registry holding another module's object (graphql-core's String scalar in
+    strawberry's DEFAULT_SCALAR_REGISTRY), or one this module binds itself, is put back with
+    those very objects: a deep copy of them made a second String scalar, and the library's
+    identity check failed on the first run of the stock order.  Objects no module binds are
+    still put back as copies of their initial state."""
+    (tmp_path / "user_shared_core.py").write_text("class Scalar:\n    pass\n\nSTRING = Scalar()\n")
+    f = tmp_path / "user_sharing_mod.py"
+    f.write_text(SHARING_MODULE)
+    sys.path.insert(0, str(tmp_path))
+    importer.begin_program()
+    try:
+        mod = load_file(f)
+        importer.program_loaded()
+        core = sys.modules["user_shared_core"]
+        made = mod.REGISTRY["made"][0]
+        for _ in range(3):
+            mod.REGISTRY["extra"] = 1
+            made.impl = "changed"
+            importer.reset_modules()
+            assert "extra" not in mod.REGISTRY
+            assert mod.REGISTRY[str].impl is core.STRING
+            assert mod.REGISTRY["local"] is mod.LOCAL and mod.LOCAL.impl is core.STRING
+            assert mod.REGISTRY["made"][0].impl is None
+    finally:
+        importer.end_program()
+        sys.path.remove(str(tmp_path))
+        for name in ("user_sharing_mod", "user_shared_core"):
+            sys.modules.pop(name, None)
+
+
 def test_reset_skips_the_rebinding_pass_when_nothing_was_rebound(
     reset_module: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

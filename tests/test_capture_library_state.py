@@ -10,9 +10,10 @@ another outcome.
 
 Each program has a writer task that calls into the library and a reader task that observes the
 library's state, each after a yield; DPOR must reach exactly the outcomes brute force reaches.
-A library coroutine goes on in later steps of its task, after its awaits: each step
-writes what the library frames it resumes can reach (ext/hooks.c, "coroutines of code that does
-not record itself, resumed across steps").  The library's state is put back at the start of
+A library coroutine, or async generator, goes on in later steps of its task, after its
+awaits: each step writes what the library frames it resumes can reach (ext/hooks.c, "coroutines
+of code that does not record itself, resumed across steps"; an async generator's frame is
+reached through the awaitable that drives it).  The library's state is put back at the start of
 every execution by the program itself (nothing resets a library's modules between executions).  The library is compiled under a file name no
 instrumentation covers, as an installed package's is.
 """
@@ -154,6 +155,24 @@ async def aregister(h):
     _handlers.append(h)
 
 
+class Gate:
+    def __init__(self):
+        self.exits = 0
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        self.exits += 1  # the exit runs in a later step than the entry
+
+
+async def aregister_each(*hs):
+    for h in hs:
+        await asyncio.sleep(0)
+        _handlers.append(h)
+        yield h
+
+
 class Client:
     def __init__(self):
         self.sent = []
@@ -260,6 +279,20 @@ CASES: dict[str, tuple[str, str, str, str, str]] = {
         "pass",
         "lib.count()",
         "lib._handlers.clear()",
+    ),
+    "a module global a library async generator changes after an await": (
+        "",
+        "async for _ in lib.aregister_each(1):\n        pass",
+        "pass",
+        "lib.count()",
+        "lib._handlers.clear()",
+    ),
+    "a library context manager's exit after the body awaited": (
+        "",
+        "async with box['gate']:\n        await asyncio.sleep(0)",
+        "gate = box['gate']",
+        "gate.exits",
+        "box['gate'] = lib.Gate()",
     ),
     "a receiver a library coroutine changes after awaits": (
         "",

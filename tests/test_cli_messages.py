@@ -121,6 +121,47 @@ def test_pytest_plugin_failure_names_the_bare_assert(tmp_path: Path) -> None:
     assert "AssertionError: assert b.v == 2 (test_user.py:20)" in r.stdout, r.stdout
 
 
+AGEN_WAIT = """
+import asyncio
+
+
+async def scenario():
+    q = asyncio.Queue()
+
+    async def items():
+        while True:
+            item = await q.get()  # line 10: where the consumer really waits
+            yield item
+
+    async def consume():
+        async for x in items():
+            return x
+
+    await asyncio.gather(consume(), q.get())
+"""
+
+
+def test_a_wait_inside_an_async_generator_names_the_generators_line(tmp_path: Path) -> None:
+    """The consumer's `async for` awaits its generator's asend() (or the capture's proxy of
+    it), which exposes nothing of the generator: the site and what the task waits for come from
+    the generator's frame, and the tasks left suspended there are closed while the loop is still
+    open (no "Event loop is closed" printed when the collector closes them later)."""
+    p = _write(tmp_path, "agen.py", AGEN_WAIT)
+    args = ["check", str(p), "--scenario", "scenario", "--json", str(tmp_path / "r.json")]
+    r = subprocess.run(
+        [sys.executable, "-m", "chaossloth", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "suspended at agen.py:10, waiting for Queue.get() on q" in r.stdout, r.stdout
+    assert "RecordingFuture" not in r.stdout
+
+
 DEADLOCK = DEADLOCK_PROGRAM
 
 
@@ -174,3 +215,27 @@ def test_divergence_names_enabled_tasks_like_the_schedule() -> None:
     assert "step main/" not in msg
     d = info.value.divergence  # type: ignore[attr-defined]
     assert d["enabled_names"] == [first]
+
+
+def test_the_await_chain_goes_through_an_async_generators_asend() -> None:
+    """Uninstrumented code: `async for` awaits asyncio's own asend object."""
+    from chaossloth import deadlock
+
+    async def main() -> list[str]:
+        q: asyncio.Queue[int] = asyncio.Queue()
+
+        async def items():  # type: ignore[no-untyped-def]
+            while True:
+                yield await q.get()
+
+        async def consume() -> None:
+            async for _ in items():
+                return
+
+        task = asyncio.ensure_future(consume())
+        await asyncio.sleep(0)
+        names = [f.f_code.co_name for f in deadlock._coro_frames(task)]
+        task.cancel()
+        return names
+
+    assert asyncio.run(main()) == ["consume", "items", "get"]

@@ -13,7 +13,9 @@ operations, using the names found here when they exist).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
+import types
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -62,18 +64,43 @@ def coro_name(task: Any) -> str:
     return f"{name}()"
 
 
+#: the awaitables that drive an async generator: asyncio's asend/athrow (which expose no
+#: attribute for it) and the capture's proxy around one (ext/hooks.c awaitproxy)
+_ASYNCGEN_AWAITABLES = ("async_generator_asend", "async_generator_athrow", "awaitproxy")
+
+
+def _asyncgen_of_awaitable(obj: Any) -> Any:
+    """The async generator an awaitable of _ASYNCGEN_AWAITABLES drives (among its referents),
+    else None."""
+    if type(obj).__name__ not in _ASYNCGEN_AWAITABLES:
+        return None
+    for ref in gc.get_referents(obj):
+        if isinstance(ref, types.AsyncGeneratorType):
+            return ref
+    return None
+
+
 def _coro_frames(task: Any) -> list[FrameType]:
     """The frames of a task's await chain, outermost first."""
     frames = []
     obj = getattr(task, "_coro", None) or task.get_coro()
     for _ in range(64):
-        frame = getattr(obj, "cr_frame", None) or getattr(obj, "gi_frame", None)
+        gen = _asyncgen_of_awaitable(obj)
+        if gen is not None:  # `async for` / anext() awaits its generator's asend()
+            obj = gen
+        frame = (
+            getattr(obj, "cr_frame", None)
+            or getattr(obj, "gi_frame", None)
+            or getattr(obj, "ag_frame", None)
+        )
         if frame is None:
             break
         frames.append(frame)
         nxt = getattr(obj, "cr_await", None)
         if nxt is None:
             nxt = getattr(obj, "gi_yieldfrom", None)
+        if nxt is None:
+            nxt = getattr(obj, "ag_await", None)
         if nxt is None and frame.f_code.co_filename.startswith(_OUR_DIR):
             # capture.sync drives the primitive's own coroutine by hand (no `yield from`)
             nxt = frame.f_locals.get("coro")

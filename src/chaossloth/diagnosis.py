@@ -612,7 +612,12 @@ def diagnose(
     fail = r.failure or failing.failure
     head: list[rp.Finding] = []
     if fail is not None and fail.kind == "deadlock":
-        head.append(_deadlock_finding(detailed, fail, names, causes))
+        f = _deadlock_finding(detailed, fail, names, causes)
+        # where a task or callback raised before it (runner: _note_task_errors): likely why
+        # nothing completes what the tasks wait for
+        raised = [_site_at(str(at)) for at in fail.details.get("raised_at", ())]
+        f.lines = _lines(*f.lines, *(("raised", site) for site in raised))
+        head.append(f)
     raw: list[Any] = list(_core.diagnose(detailed.explorer, ignore=_ignored_objects(detailed)))
     access_of = _access_table(trace)
     sites = r.await_sites or []

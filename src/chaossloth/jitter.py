@@ -235,6 +235,10 @@ class JitterLoop(asyncio.SelectorEventLoop):
         self._record = record
         #: with record: per task step, (task id, virtual start, real seconds, worker?)
         self.trace: list[tuple[int, float, float, bool]] = []
+        #: what asyncio would have logged ("Task exception was never retrieved", a callback's
+        #: error): the failure the exploration reports already, hundreds of times over here
+        self.logged: list[dict[str, Any]] = []
+        self.set_exception_handler(lambda _loop, context: self.logged.append(context))
 
     def time(self) -> float:
         return self._ff.skipped

@@ -839,9 +839,25 @@ def _cancel_all_tasks(loop: ControlledLoop) -> None:
 def _silence_leftovers(loop: ControlledLoop) -> None:
     """After a deadlock or budget stop the leftover tasks cannot be cancelled by running the
     loop further; drop them without the "Task was destroyed but it is pending" noise."""
+    close_suspended_asyncgens(loop)  # first: closing a task may free one
     for task in loop._cs_tasks_in_order():
         task._log_destroy_pending = False
         coro = task.get_coro()
         # a coroutine that refuses to close is left to the GC
         with contextlib.suppress(Exception):
             coro.close()
+
+
+def close_suspended_asyncgens(loop: ControlledLoop) -> None:
+    """Closes what the loop's live async generators are suspended in (an await inside the
+    generator's body), while the loop is open.  Closing the task that drove one does not close
+    it (asend's close() leaves the generator suspended, and the finalizer hook only schedules
+    its aclose()); the collector would, after the loop closed, and an awaitable's cleanup
+    (Queue.get cancelling its getter) would then fail with "Event loop is closed", printed as
+    an ignored exception."""
+    for agen in loop._asyncgens.snapshot():
+        inner = getattr(agen, "ag_await", None)
+        close = getattr(inner, "close", None)
+        if close is not None:
+            with contextlib.suppress(BaseException):  # the user's cleanup; the run is over
+                close()

@@ -201,7 +201,8 @@ class Finding:
     #: the lines the finding names as its cause, each with its role ("first", "other",
     #: "second" for an access pattern; "early"/"late" for an order violation; "first-part",
     #: "cancelled-at", "cancel"; "waits" for each task of a deadlock; "waits"/"signal" for a
-    #: lost wake-up): what a fix has to look at
+    #: lost wake-up; "raised" where a task or callback raised before a deadlock): what a fix
+    #: has to look at
     lines: list[tuple[str, Site]] = field(default_factory=list)
     #: the finding explains the failure by a reordering that makes it pass (stage 5's
     #: reversal test), not only by the shape of the failing trace

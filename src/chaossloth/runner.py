@@ -48,7 +48,7 @@ from chaossloth import _core, collector, compat, serial
 from chaossloth import errors as _errors
 from chaossloth.capture import importer, sites, sync
 from chaossloth.config import DEFAULT_TIME_LIMIT, DEFAULTS, SENTINEL_MIN_EXECUTIONS, Config
-from chaossloth.loop import ControlledLoop
+from chaossloth.loop import ControlledLoop, close_suspended_asyncgens
 
 ScenarioFactory = Callable[[], Coroutine[Any, Any, Any]]
 
@@ -522,12 +522,47 @@ def _note_callback_errors(failure: Failure, errors: list[tuple[Any, BaseExceptio
         at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
         name = _callback_name(callback)
         where.append(f"{name} raised {type(exc).__name__}: {exception_message(exc)}{at}")
+        failure.details.setdefault("raised_at", []).extend(_raise_sites(exc))
     failure.message += "\n  before it, a callback raised (asyncio logged it and went on): " + (
         "; ".join(where)
     )
     if not failure.traceback:
         failure.traceback = _user_traceback(errors[0][1])
     failure.details["callback_errors"] = where
+
+
+def _note_task_errors(failure: Failure, errors: list[tuple[str, BaseException]]) -> None:
+    """A deadlock or livelock after a task (or future) ended with an exception nobody
+    retrieved: the task that died is likely the one that should have completed what the others
+    wait for, so the failure says where it raised."""
+    where = []
+    for name, exc in errors[:3]:
+        frames = _user_frames(exc)
+        at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+        where.append(f"{name} raised {type(exc).__name__}: {exception_message(exc)}{at}")
+        failure.details.setdefault("raised_at", []).extend(_raise_sites(exc))
+    failure.message += (
+        "\n  before it, a task ended with an exception nobody retrieved: " + "; ".join(where)
+    )
+    if not failure.traceback:
+        failure.traceback = _user_traceback(errors[0][1])
+    failure.details["task_errors"] = where
+
+
+def _raise_sites(exc: BaseException) -> list[str]:
+    """ "path:line" where exc was raised in user or library code, then where each exception it
+    was raised while handling was (a second error in an except branch hides the first: both
+    explain the failure), up to three."""
+    sites: list[str] = []
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen and len(sites) < 3:
+        seen.add(id(e))
+        frames = _user_frames(e)
+        if frames:
+            sites.append(f"{frames[-1].filename}:{frames[-1].lineno}")
+        e = e.__cause__ or e.__context__
+    return sites
 
 
 def _user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
@@ -846,17 +881,18 @@ class _Driver:
                 failure = self._scan_tasks(tasks, handler, loop)
             if failure is None and not aborted and handler.callback_errors:
                 failure = _callback_error_failure(handler.callback_errors)
-            elif (
-                failure is not None
-                and failure.kind in ("deadlock", "livelock")
-                and handler.callback_errors
-            ):
-                _note_callback_errors(failure, handler.callback_errors)
+            elif failure is not None and failure.kind in ("deadlock", "livelock"):
+                if handler.callback_errors:
+                    _note_callback_errors(failure, handler.callback_errors)
+                died = self._failed_tasks(tasks, handler, loop, assertions=False)
+                if died:
+                    _note_task_errors(failure, [(name, exc) for name, _kind, exc in died])
         finally:
             try:
                 loop._cs_detach()
             finally:
                 handler.active = False
+                close_suspended_asyncgens(loop)  # first: closing a task may free one
                 self._close_leftovers(tasks)
                 undo()
                 asyncio.set_event_loop(old_loop)
@@ -1047,6 +1083,22 @@ class _Driver:
 
     def _scan_tasks(self, tasks: list[Any], handler: _Handler, loop: Any) -> Failure | None:
         """Finds tasks that ended with an exception nobody retrieved, or with an assertion."""
+        named = self._failed_tasks(tasks, handler, loop)
+        if not named:
+            return None
+        name, kind, exc = named[0]
+        fail = _failure_from_exc(kind, exc, name)
+        if kind == "unretrieved":
+            fail.message = f"{fail.message} (exception never retrieved)"
+        return fail
+
+    def _failed_tasks(
+        self, tasks: list[Any], handler: _Handler, loop: Any, assertions: bool = True
+    ) -> list[tuple[str, str, BaseException]]:
+        """The tasks (and futures) that ended with an exception nobody retrieved, or (with
+        `assertions`) with an AssertionError: (name, "unretrieved" or "assertion", exception),
+        the scenario's own task first, then by name (deterministic whatever the order of
+        completion).  Marks their exceptions retrieved."""
         found: list[tuple[Any, str, BaseException]] = []
         for fut, exc in handler.unretrieved:
             found.append((fut, "unretrieved", exc))
@@ -1062,24 +1114,18 @@ class _Driver:
                 continue
             if unretrieved:
                 found.append((t, "unretrieved", exc))
-            elif isinstance(exc, AssertionError):
+            elif assertions and isinstance(exc, AssertionError):
                 found.append((t, "assertion", exc))
         if not found:
-            return None
+            return []
         actor_by_id = _task_actors(loop)
         self._learn_actors(loop, loop._cs_actor_kinds)
         named = []
         for t, kind, exc in found:
             named.append((self._task_name(actor_by_id.get(id(t)), t), kind, exc))
-        # the scenario's own task first, then by name: deterministic whatever the order of
-        # completion
         root = self.names.name(0)
         named.sort(key=lambda f: (f[0] != root, f[0]))
-        name, kind, exc = named[0]
-        fail = _failure_from_exc(kind, exc, name)
-        if kind == "unretrieved":
-            fail.message = f"{fail.message} (exception never retrieved)"
-        return fail
+        return named
 
     def _task_name(self, actor: int | None, task: Any) -> str:
         if actor is not None:

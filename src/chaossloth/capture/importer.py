@@ -40,6 +40,7 @@ import sys
 import sysconfig
 import threading
 import tomllib
+import types
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -671,11 +672,77 @@ class _Shallow:
     reason: str
 
 
+#: what deepcopy keeps by identity anyway (atomic for it): left out of _shared_globals
+_ATOMIC_TYPES = (
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    bool,
+    type(None),
+    type,
+    ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+)
+_shared: dict[int, Any] = {}
+_shared_for = -1
+
+
+def _shared_globals() -> dict[int, Any]:
+    """id -> object for every object bound as a global of a loaded module (refreshed when a
+    module was loaded since; it holds them, so their ids stay theirs)."""
+    global _shared_for
+    if len(sys.modules) != _shared_for:
+        _shared.clear()
+        for module in list(sys.modules.values()):
+            names = getattr(module, "__dict__", None)
+            if not isinstance(names, dict):
+                continue
+            for v in list(names.values()):
+                if not isinstance(v, _ATOMIC_TYPES):
+                    _shared[id(v)] = v
+        _shared_for = len(sys.modules)
+    return _shared
+
+
+class _KeepShared(dict):  # type: ignore[type-arg]
+    """A deepcopy memo that hands back, uncopied, every object a module binds as a global
+    (another module's ``STRING = Scalar("String")`` in this module's registry), except the
+    container being copied: a copy of it would be a second object where code compares by
+    identity (graphql-core's one String scalar per schema), and that object's own state is
+    the business of whatever resets its module (_import_objects), not of this container."""
+
+    def __init__(self, root: Any) -> None:
+        super().__init__()
+        self._shared = _shared_globals()
+        self._root = id(root)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        hit = dict.get(self, key, _MISSING)
+        if hit is not _MISSING:
+            return hit
+        if key != self._root:
+            kept = self._shared.get(key, _MISSING)
+            if kept is not _MISSING:
+                return kept
+        return default
+
+
+_MISSING = object()
+
+
+def _deep_copy(value: Any) -> Any:
+    """deepcopy, keeping the objects modules bind (_KeepShared)."""
+    return copy.deepcopy(value, _KeepShared(value))
+
+
 def _copy_contents(value: Any, name: str = "") -> Any:
-    """A deep copy of a container's contents; when deepcopy fails, a _Shallow copy (recorded
-    in shallow_resets under `name`)."""
+    """A deep copy of a container's contents (_deep_copy); when deepcopy fails, a _Shallow
+    copy (recorded in shallow_resets under `name`)."""
     try:
-        return copy.deepcopy(value)
+        return _deep_copy(value)
     except Exception as exc:  # noqa: BLE001 - any object may refuse a deep copy
         reason = f"{type(exc).__name__}: {exc}"
         if name:
@@ -711,7 +778,7 @@ def _put_back(value: Any, saved: Any) -> None:
             return
     except Exception:  # noqa: BLE001, S110 - a comparison that fails: reset anyway
         pass
-    fresh = copy.copy(saved) if shallow else copy.deepcopy(saved)
+    fresh = copy.copy(saved) if shallow else _deep_copy(saved)
     if isinstance(value, list | bytearray):
         value[:] = fresh
     elif isinstance(value, collections.deque):
@@ -931,7 +998,7 @@ def _put_back_items(obj: Any, saved: Any) -> None:
     """Puts a container subclass's instance's items back, with the base class's methods."""
     shallow = isinstance(saved, _Shallow)
     items = saved.items if shallow else saved
-    fresh = copy.copy(items) if shallow else copy.deepcopy(items)
+    fresh = copy.copy(items) if shallow else _deep_copy(items)
     if isinstance(obj, dict):
         dict.clear(obj)
         dict.update(obj, fresh)

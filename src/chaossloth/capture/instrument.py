@@ -1235,10 +1235,12 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def _visit_with(self, node: ast.With | ast.AsyncWith) -> Any:
+        protocol = ast.Constant(1 if isinstance(node, ast.AsyncWith) else 0)
         for item in node.items:
-            # entering and leaving act on the context manager (cx: a write unless its
-            # __enter__ / __exit__ are instrumented)
-            item.context_expr = self._wrap("cx", self.visit(item.context_expr), "with")
+            # entering and leaving act on the context manager (cx: a write at each unless its
+            # __enter__ / __exit__ are instrumented; the exit through the proxy cx returns)
+            e = self.visit(item.context_expr)
+            item.context_expr = self._wrap("cx", e, "with", self._loc(protocol, e))
         return self._visit_with_items_done(node)
 
     def _visit_with_items_done(self, node: ast.With | ast.AsyncWith) -> Any:

@@ -674,6 +674,54 @@ _core.set_task_sites(_T["step"], _T["complete"])
 _core.set_library_site_maker(sites.library_frame)
 
 
+class _SyncExit:
+    """What `with x:` enters when x's __enter__ / __exit__ are code that does not record
+    itself (ext/hooks.c cx): x's own methods, and at the exit, in the step that runs it (the
+    body may have awaited), the write of x that cx records at the entry."""
+
+    __slots__ = ("cm", "site")
+
+    def __init__(self, cm: Any, site: int) -> None:
+        self.cm, self.site = cm, site
+
+    def __enter__(self) -> Any:
+        return type(self.cm).__enter__(self.cm)
+
+    def __exit__(self, *exc: object) -> Any:
+        _core.cx(self.cm, self.site)
+        return type(self.cm).__exit__(self.cm, *exc)
+
+
+class _AsyncExit:
+    """_SyncExit for `async with`: the awaitables are x's own (no frame of ours between)."""
+
+    __slots__ = ("cm", "site")
+
+    def __init__(self, cm: Any, site: int) -> None:
+        self.cm, self.site = cm, site
+
+    def __aenter__(self) -> Any:
+        return type(self.cm).__aenter__(self.cm)
+
+    def __aexit__(self, *exc: object) -> Any:
+        _core.cx(self.cm, self.site)
+        return type(self.cm).__aexit__(self.cm, *exc)
+
+
+def _exit_recorded(cm: Any, site: int, protocol: int) -> Any:
+    """The proxy `with` (protocol 0) or `async with` (1) enters for cm; cm itself when its
+    type lacks that protocol, so that the statement fails with Python's own TypeError."""
+    t = type(cm)
+    if protocol:
+        ok = hasattr(t, "__aenter__") and hasattr(t, "__aexit__")
+        return _AsyncExit(cm, site) if ok else cm
+    ok = hasattr(t, "__enter__") and hasattr(t, "__exit__")
+    return _SyncExit(cm, site) if ok else cm
+
+
+_core.set_cx_exit_maker(_exit_recorded)
+
+
 #: when a list: every RecordingTask created is appended to it (strongly held), so that the end
 #: of an execution can judge each of its tasks even if the program dropped it (the runner sets
 #: it for the time of one execution)
