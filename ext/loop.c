@@ -1418,6 +1418,23 @@ static int stamp_reserve(LoopCoreObject *self, cs_actor a) {
     return 0;
 }
 
+/* Starts a new generation of stamps: no actor is marked in it. */
+static void stamp_new_generation(LoopCoreObject *self) {
+    if (++self->stamp_gen == 0) {
+        memset(self->stamp, 0, self->stamp_cap * sizeof *self->stamp);
+        self->stamp_gen = 1;
+    }
+}
+
+/* Marks actor `a` in the current generation: 1 if it was not marked yet, 0 if
+ * it was, -1 with an exception. */
+static int stamp_first(LoopCoreObject *self, cs_actor a) {
+    if (a >= self->stamp_cap && stamp_reserve(self, a) < 0) return -1;
+    if (self->stamp[a] == self->stamp_gen) return 0;
+    self->stamp[a] = self->stamp_gen;
+    return 1;
+}
+
 static int en_reserve(LoopCoreObject *self, size_t n) {
     size_t c1 = self->en_cap, c2 = self->en_cap;
     if (grow((void **)&self->en_actor, &c1, n, sizeof *self->en_actor) < 0) return -1;
@@ -1428,9 +1445,8 @@ static int en_reserve(LoopCoreObject *self, size_t n) {
 
 /* Appends (a, ref) unless `a` is listed already; room was reserved. */
 static inline int en_add(LoopCoreObject *self, size_t *n, cs_actor a, Py_ssize_t ref) {
-    if (a >= self->stamp_cap && stamp_reserve(self, a) < 0) return -1;
-    if (self->stamp[a] == self->stamp_gen) return 0; /* actor already listed */
-    self->stamp[a] = self->stamp_gen;
+    int first = stamp_first(self, a);
+    if (first <= 0) return first; /* actor already listed, or an error */
     self->en_actor[*n] = a;
     self->en_ref[*n] = ref;
     (*n)++;
@@ -1692,10 +1708,7 @@ static int fair_step_begin(LoopCoreObject *self, cs_actor a) {
 /* After a busy-polling step of task actor `p`: the actors it waits for. */
 static int park_poller(LoopCoreObject *self, cs_actor p) {
     actor_slot *ps = &self->actors[p];
-    if (++self->stamp_gen == 0) {
-        memset(self->stamp, 0, self->stamp_cap * sizeof *self->stamp);
-        self->stamp_gen = 1;
-    }
+    stamp_new_generation(self);
     ps->n_waits = 0;
     for (size_t i = 0; i < self->rlen + self->hlen; i++) {
         HandleObject *r = i < self->rlen ? ready_at(self, i) : self->heap[i - self->rlen];
@@ -1703,9 +1716,9 @@ static int park_poller(LoopCoreObject *self, cs_actor p) {
         if (i >= self->rlen && (timer_never(r->when) || !timer_due(r->when, self->step_now)))
             continue;
         if (actor_blocked(self, r->actor)) continue;
-        if (r->actor >= self->stamp_cap && stamp_reserve(self, r->actor) < 0) return -1;
-        if (self->stamp[r->actor] == self->stamp_gen) continue;
-        self->stamp[r->actor] = self->stamp_gen;
+        int first = stamp_first(self, r->actor);
+        if (first < 0) return -1;
+        if (!first) continue;
         if (grow((void **)&ps->waits, &ps->cap_waits, ps->n_waits + 1, sizeof *ps->waits) < 0)
             return -1;
         ps->waits[ps->n_waits++] = r->actor;
@@ -1816,10 +1829,7 @@ static int run_explorer(LoopCoreObject *self) {
             continue;
         }
         size_t n = 0;
-        if (++self->stamp_gen == 0) {
-            memset(self->stamp, 0, self->stamp_cap * sizeof *self->stamp);
-            self->stamp_gen = 1;
-        }
+        stamp_new_generation(self);
         if (en_reserve(self, self->rlen + self->hlen + 1) < 0) return -1;
         for (size_t i = 0; i < self->rlen; i++) {
             cs_actor a = ready_at(self, i)->actor;

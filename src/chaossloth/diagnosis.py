@@ -613,7 +613,7 @@ def diagnose(
     head: list[rp.Finding] = []
     if fail is not None and fail.kind == "deadlock":
         f = _deadlock_finding(detailed, fail, names, causes)
-        # where a task or callback raised before it (runner: _note_task_errors): likely why
+        # where a task or callback raised before it (runner: _note_errors_before): likely why
         # nothing completes what the tasks wait for
         raised = [_site_at(str(at)) for at in fail.details.get("raised_at", ())]
         f.lines = _lines(*f.lines, *(("raised", site) for site in raised))

@@ -513,40 +513,23 @@ def _callback_error_failure(errors: list[tuple[Any, BaseException]]) -> Failure:
     return fail
 
 
-def _note_callback_errors(failure: Failure, errors: list[tuple[Any, BaseException]]) -> None:
-    """A deadlock or livelock after a callback raised: the exception is likely why nothing
-    completes what the tasks wait for, so the failure says where it was raised."""
-    where = []
-    for callback, exc in errors[:3]:
-        frames = _user_frames(exc)
-        at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-        name = _callback_name(callback)
-        where.append(f"{name} raised {type(exc).__name__}: {exception_message(exc)}{at}")
-        failure.details.setdefault("raised_at", []).extend(_raise_sites(exc))
-    failure.message += "\n  before it, a callback raised (asyncio logged it and went on): " + (
-        "; ".join(where)
-    )
-    if not failure.traceback:
-        failure.traceback = _user_traceback(errors[0][1])
-    failure.details["callback_errors"] = where
-
-
-def _note_task_errors(failure: Failure, errors: list[tuple[str, BaseException]]) -> None:
-    """A deadlock or livelock after a task (or future) ended with an exception nobody
-    retrieved: the task that died is likely the one that should have completed what the others
-    wait for, so the failure says where it raised."""
+def _note_errors_before(
+    failure: Failure, errors: list[tuple[str, BaseException]], what: str, key: str
+) -> None:
+    """A deadlock or livelock after callbacks raised, or tasks died with an exception nobody
+    retrieved (`errors`: (name, exception)): the exception is likely why nothing completes what
+    the tasks wait for, so the failure says who raised what where ("before it, <what>: ..."),
+    lists the raise sites in details["raised_at"] and the sentences in details[key]."""
     where = []
     for name, exc in errors[:3]:
         frames = _user_frames(exc)
         at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
         where.append(f"{name} raised {type(exc).__name__}: {exception_message(exc)}{at}")
         failure.details.setdefault("raised_at", []).extend(_raise_sites(exc))
-    failure.message += (
-        "\n  before it, a task ended with an exception nobody retrieved: " + "; ".join(where)
-    )
+    failure.message += f"\n  before it, {what}: " + "; ".join(where)
     if not failure.traceback:
         failure.traceback = _user_traceback(errors[0][1])
-    failure.details["task_errors"] = where
+    failure.details[key] = where
 
 
 def _raise_sites(exc: BaseException) -> list[str]:
@@ -883,10 +866,20 @@ class _Driver:
                 failure = _callback_error_failure(handler.callback_errors)
             elif failure is not None and failure.kind in ("deadlock", "livelock"):
                 if handler.callback_errors:
-                    _note_callback_errors(failure, handler.callback_errors)
+                    _note_errors_before(
+                        failure,
+                        [(_callback_name(cb), exc) for cb, exc in handler.callback_errors],
+                        "a callback raised (asyncio logged it and went on)",
+                        "callback_errors",
+                    )
                 died = self._failed_tasks(tasks, handler, loop, assertions=False)
                 if died:
-                    _note_task_errors(failure, [(name, exc) for name, _kind, exc in died])
+                    _note_errors_before(
+                        failure,
+                        [(name, exc) for name, _kind, exc in died],
+                        "a task ended with an exception nobody retrieved",
+                        "task_errors",
+                    )
         finally:
             try:
                 loop._cs_detach()
