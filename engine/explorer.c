@@ -317,6 +317,19 @@ int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
     return cs__trace_access_add(ex->trace, object, key, kind, site);
 }
 
+int cs_step_access_count(const cs_explorer *ex, size_t *count) {
+    if (!ex || !count) return CS_EINVAL;
+    if (ex->phase != IN_STEP) return CS_ESTATE;
+    return cs__trace_step_accesses(ex->trace, count);
+}
+
+int cs_step_rewind(cs_explorer *ex, size_t keep, cs_access_kind kind, int *dropped) {
+    if (!ex || !dropped) return CS_EINVAL;
+    if (ex->phase != IN_STEP) return CS_ESTATE;
+    if (kind != CS_READ && kind != CS_WRITE) return CS_EINVAL;
+    return cs__trace_step_rewind(ex->trace, keep, kind, dropped);
+}
+
 int cs_step_note(cs_explorer *ex, uint64_t note) {
     if (!ex) return CS_EINVAL;
     if (ex->phase != IN_STEP) return CS_ESTATE;

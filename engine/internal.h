@@ -134,6 +134,8 @@ int cs__trace_access_add(cs__trace *t, uint64_t object, uint64_t key,
                         cs_access_kind kind, uint32_t site);
 /* Mixes a note into the open step's (see cs_step_note). */
 int cs__trace_note(cs__trace *t, uint64_t note);
+int cs__trace_step_accesses(const cs__trace *t, size_t *count);
+int cs__trace_step_rewind(cs__trace *t, size_t keep, cs_access_kind kind, int *dropped);
 /* Records a clock advance between steps: later CS_AFTER_ALL steps happen
  * after every step recorded so far (see cs_clock_advance). */
 int cs__trace_barrier(cs__trace *t);

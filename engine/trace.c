@@ -748,6 +748,32 @@ int cs__trace_access_add(cs__trace *t, uint64_t object, uint64_t key,
     return CS_OK;
 }
 
+int cs__trace_step_accesses(const cs__trace *t, size_t *count) {
+    if (!t || !count) return CS_EINVAL;
+    if (!t->open) return CS_ESTATE;
+    *count = t->ev[t->len].n_accesses;
+    return CS_OK;
+}
+
+int cs__trace_step_rewind(cs__trace *t, size_t keep, cs_access_kind kind, int *dropped) {
+    if (!t || !dropped) return CS_EINVAL;
+    if (!t->open) return CS_ESTATE;
+    *dropped = 0;
+    size_t n = t->ev[t->len].n_accesses;
+    if (keep > n) return CS_EINVAL;
+    size_t first = t->n_acc - n + keep;
+    for (size_t i = first; i < t->n_acc; i++) {
+        int base = t->acc[i].kind;
+        bool covered = !(t->acc_flags[i] & CS_ENABLING) &&
+                       (base == CS_READ || (kind == CS_WRITE && (base == CS_WRITE || base == CS_ADD)));
+        if (!covered) return CS_OK;
+    }
+    t->ev[t->len].n_accesses -= (uint32_t)(t->n_acc - first);
+    t->n_acc = first;
+    *dropped = 1;
+    return CS_OK;
+}
+
 int cs__trace_note(cs__trace *t, uint64_t note) {
     if (!t) return CS_EINVAL;
     if (!t->open) return CS_ESTATE;

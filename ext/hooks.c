@@ -1542,7 +1542,16 @@ typedef struct {
     size_t budget;
     int gave_up;
     int in_class_attrs; /* walking class attribute values (walk_class_attrs) */
+    PyObject *gave_up_at; /* the site of the barrier it gave up with (borrowed) */
 } walk_t;
+
+/* A walk that cannot go on records the global barrier of its kind: coarser
+ * than whatever is left (walk_end then keeps the barrier alone). */
+static int give_up(walk_t *w) {
+    w->gave_up = 1;
+    w->gave_up_at = w->site;
+    return record_barrier(w->kind, w->site);
+}
 
 static int walk_obj(walk_t *w, PyObject *o, int depth);
 static int walk_env(walk_t *w, PyObject *f, PyObject *cls, int depth);
@@ -2075,8 +2084,7 @@ static int walk_named(walk_t *w, PyObject *v, PyObject *sum, int depth) {
         if (modelled != 0 || !d) return modelled < 0 ? -1 : 0;
         if (named_seen(d, sum, &full)) return 0;
         if (full || depth > WALK_DEPTH) {
-            w->gave_up = 1;
-            return record_barrier(w->kind, w->site);
+            return give_up(w);
         }
         if (record_stores(w, v, PyTuple_GET_ITEM(sum, ENV_ATTR_STORES), 1) < 0) return -1;
         return walk_names_in(w, d, NULL, sum, depth + 1);
@@ -2087,8 +2095,7 @@ static int walk_named(walk_t *w, PyObject *v, PyObject *sum, int depth) {
         PyTypeObject *t = (PyTypeObject *)v;
         if (named_seen(v, sum, &full)) return 0;
         if (full || depth > WALK_DEPTH) {
-            w->gave_up = 1;
-            return record_barrier(w->kind, w->site);
+            return give_up(w);
         }
         if (record_stores(w, v, PyTuple_GET_ITEM(sum, ENV_ATTR_STORES), 1) < 0) return -1;
         return walk_class_attrs(w, t, 0, depth); /* its values and its methods' environments */
@@ -2106,15 +2113,13 @@ static int walk_env(walk_t *w, PyObject *f, PyObject *cls, int depth) {
     /* a nested walk (a __del__ run inside a walk) shares the outer one's
      * tables: the barrier is what it can record for an environment */
     if (walking > 1) {
-        w->gave_up = 1;
-        return record_barrier(w->kind, w->site);
+        return give_up(w);
     }
     /* once as a plain function and once as a method (any class context: the
      * class reads of an attribute cover the MRO up to the class defining it) */
     if (walk_seen(cls ? (const char *)fn + 1 : (const char *)fn)) return 0;
     if (w->budget == 0 || depth > WALK_DEPTH) {
-        w->gave_up = 1;
-        return record_barrier(w->kind, w->site);
+        return give_up(w);
     }
     w->budget--;
     if (walk_pin(sum) < 0) return -1;
@@ -2197,8 +2202,7 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
     if (walking > 1) return record(o, CS_KEY_WHOLE, w->kind, w->site, NULL, NULL);
     if (walk_seen(o)) return 0;
     if (w->budget == 0 || depth > WALK_DEPTH) {
-        w->gave_up = 1;
-        return record_barrier(w->kind, w->site);
+        return give_up(w);
     }
     w->budget--;
     if (deep && Py_IS_TYPE(o, &PyProperty_Type)) { /* its accessors' environments */
@@ -2227,7 +2231,7 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
             return -1;
         if (w->mode == W_TRUTH) {
             if (heap && (bits & TB_OPAQUE_TRUTH)) {
-                walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0, 0};
+                walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0, 0, NULL};
                 rc = walk_fields_of(&v, o, depth);
                 w->budget = v.budget;
             }
@@ -2265,7 +2269,7 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
     if (w->mode == W_TRUTH) {
         if (!(bits & TB_OPAQUE_TRUTH)) return 0; /* always true, or instrumented */
         if (record(o, CS_KEY_WHOLE, KIND_READ, w->site, NULL, NULL) < 0) return -1;
-        walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0, 0};
+        walk_t v = {W_VALUE, KIND_READ, w->site, w->budget, 0, 0, NULL};
         rc = walk_fields_of(&v, o, depth);
         w->budget = v.budget;
         return rc;
@@ -2276,12 +2280,46 @@ static int walk_obj(walk_t *w, PyObject *o, int depth) {
     return (bits & TB_OPAQUE_VALUE) ? walk_fields_of(w, o, depth) : 0;
 }
 
+/* Where the open step's accesses (and the verbose log) stood when the
+ * outermost walk began (walk_mark_ok: there is an open step). */
+static size_t walk_mark_acc;
+static Py_ssize_t walk_mark_log;
+static int walk_mark_ok;
+
+static void walk_mark_set(void) {
+    walk_mark_ok = cs_step_access_count(hooks_ex, &walk_mark_acc) == CS_OK;
+    walk_mark_log = log_list ? PyList_GET_SIZE(log_list) : 0;
+}
+
+/* An outermost walk that gave up recorded, before its barrier, the part of
+ * the graph its traversal reached first: which part depends on the order it
+ * met the objects in (sets ordered by hashes that PYTHONHASHSEED changes, the
+ * depth an object is first met at), while the barrier covers all of it.  So
+ * those accesses go and the barrier stays alone (when it covers each of
+ * them; else all stay): what the step records is then the same whatever the
+ * order.  The duplicate cache forgets the step, whose accesses it holds. */
+static int walk_keep_barrier(walk_t *w) {
+    if (!walk_mark_ok || !hooks_ex) return 0;
+    int dropped = 0;
+    int rc = cs_step_rewind(hooks_ex, walk_mark_acc,
+                            (w->kind & CS_KIND_MASK) == KIND_WRITE ? CS_WRITE : CS_READ, &dropped);
+    if (rc == CS_ESTATE) return 0;
+    if (cs_py_check(rc) < 0) return -1;
+    if (!dropped) return 0;
+    memset(rcache, 0, sizeof rcache);
+    if (log_list && PyList_GET_SIZE(log_list) > walk_mark_log &&
+        PyList_SetSlice(log_list, walk_mark_log, PyList_GET_SIZE(log_list), NULL) < 0)
+        return -1;
+    return record_barrier(w->kind, w->gave_up_at);
+}
+
 /* Opens a walk (walk_end closes it): a fresh walk_seen table and table of
  * entered namespaces for an outermost one. */
 static void walk_begin(walk_t *w, int mode, int kind, PyObject *site) {
-    *w = (walk_t){mode, kind, site, WALK_BUDGET, 0, 0};
+    *w = (walk_t){mode, kind, site, WALK_BUDGET, 0, 0, NULL};
     walking++;
     if (walking > 1) return;
+    walk_mark_set();
     n_entered = 0;
     if (++walk_cur == 0) { /* wrapped: clear the stamps */
         memset(walk_stamp, 0, sizeof walk_stamp);
@@ -2289,10 +2327,16 @@ static void walk_begin(walk_t *w, int mode, int kind, PyObject *site) {
     }
 }
 
-static void walk_end(void) {
-    if (--walking == 0 && walk_pins && PyList_GET_SIZE(walk_pins) &&
-        PyList_SetSlice(walk_pins, 0, PyList_GET_SIZE(walk_pins), NULL) < 0)
-        PyErr_Clear(); /* (deleting a slice of a list allocates nothing) */
+/* Closes a walk; returns `rc`, or -1 when keeping an outermost walk's
+ * barrier alone failed. */
+static int walk_end(walk_t *w, int rc) {
+    if (--walking == 0) {
+        if (rc == 0 && w->gave_up) rc = walk_keep_barrier(w);
+        if (walk_pins && PyList_GET_SIZE(walk_pins) &&
+            PyList_SetSlice(walk_pins, 0, PyList_GET_SIZE(walk_pins), NULL) < 0)
+            PyErr_Clear(); /* (deleting a slice of a list allocates nothing) */
+    }
+    return rc;
 }
 
 /* Runs one walk of o (the entry point of every deep access). */
@@ -2300,9 +2344,7 @@ static int walk(PyObject *o, int mode, int kind, PyObject *site) {
     if (!hooks_ex || (immutable_value(o) && !PyFunction_Check(o))) return 0;
     walk_t w;
     walk_begin(&w, mode, kind, site);
-    int rc = walk_obj(&w, o, 0);
-    walk_end();
-    return rc;
+    return walk_end(&w, walk_obj(&w, o, 0));
 }
 
 /* ---- coroutines of code that does not record itself, resumed across steps
@@ -2429,7 +2471,7 @@ int cs_hooks_record_resumed(PyObject *task) {
         if (!obj) break;
     }
     Py_XDECREF(obj);
-    if (open) walk_end();
+    if (open) rc = walk_end(&w, rc);
     return rc;
 }
 
@@ -3354,7 +3396,7 @@ static int record_constructor(PyTypeObject *t, PyObject *site) {
     int rc = 0;
     for (int i = 0; rc == 0 && i < 3; i++)
         if (parts[i]) rc = walk_env(&w, parts[i], (PyObject *)t, 0);
-    walk_end();
+    rc = walk_end(&w, rc);
     for (int i = 0; i < 3; i++) Py_XDECREF(parts[i]);
     return rc;
 }

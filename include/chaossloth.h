@@ -259,6 +259,17 @@ int cs_clock_advance(cs_explorer *ex);
 int cs_step_begin_after(cs_explorer *ex, cs_actor actor, size_t prefix);
 int cs_access_record(cs_explorer *ex, uint64_t object, uint64_t key,
                      cs_access_kind kind, uint32_t site);
+/* The number of accesses the open step has recorded so far. */
+int cs_step_access_count(const cs_explorer *ex, size_t *count);
+/* Drops the accesses the open step recorded after its first `keep` when a
+ * global barrier of `kind` (CS_READ or CS_WRITE, on CS_OBJECT_ALL) covers
+ * every one of them: a CS_READ barrier covers plain reads, a CS_WRITE one
+ * reads, writes and adds; neither covers an enabling read or a lock
+ * operation.  *dropped is 1 when they were dropped, 0 when one is not
+ * covered (nothing changed).  The caller records the barrier itself: a front
+ * end whose walk of an object graph gave up midway keeps the barrier alone,
+ * not the part of the graph its traversal order happened to reach first. */
+int cs_step_rewind(cs_explorer *ex, size_t keep, cs_access_kind kind, int *dropped);
 /* Mixes `note` into the open step's note (cs_event.note; order matters):
  * what the step did that is not an access -- the work it started (a task's
  * coroutine and arguments, a callback) -- so that a strategy replaying the

@@ -12,6 +12,7 @@ hold), so the program passes complete, and its racy twin still fails.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -113,3 +114,89 @@ def test_its_racy_twin_fails(tmp_path: Path) -> None:
     done = _check(tmp_path, RACY, 1)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL" in done.stdout
+
+
+# A library object reaching more than a walk's budget of objects, through a set of nodes hashed
+# by their names (an order PYTHONHASHSEED changes): the walk of an opaque call on it gives up.
+BIG_LIBRARY = """
+class Node:
+    def __init__(self, name, depth):
+        self.name = name
+        self.kids = [Node(f"{name}.{i}", depth - 1) for i in range(4)] if depth else []
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __eq__(self, other):
+        return self is other
+
+
+class Forest:
+    def __init__(self):
+        self.roots = {Node(f"r{i}", 5) for i in range(4)}
+
+    def poke(self):
+        return len(self.roots)
+"""
+
+BIG = """
+import asyncio
+import cs_forest_lib
+
+
+async def scenario():
+    forest = cs_forest_lib.Forest()
+    forest.poke()
+    await asyncio.sleep(0)
+"""
+
+#: runs the scenario twice in one process and prints what the step of `forest.poke()` recorded
+DRIVER = """
+import collections, json, sys
+from chaossloth import _core, runner, scenario
+from chaossloth.capture import sites
+
+program = scenario.load_scenario(sys.argv[1], "scenario", ())
+for _ in range(2):
+    _core.hooks_log(True)
+    try:
+        runner.run_once(program.factory, strategy="fifo", raise_on_divergence=False)
+    finally:
+        log = _core.hooks_log(False)
+seen = collections.Counter()
+for ev, obj, key, kind, site, key_repr in log:
+    if sites.get(int(site)).line == 8:
+        seen["barrier" if obj == 2**64 - 1 else f"object {kind}"] += 1
+print(json.dumps(seen))
+"""
+
+
+def test_a_walk_that_gives_up_records_its_barrier_alone(tmp_path: Path) -> None:
+    """The part of a graph a walk reaches before its budget runs out depends on the order it
+    meets objects in; the barrier it then records covers the whole graph, so the step keeps
+    the barrier alone, the same under every hash seed."""
+    lib = tmp_path / "lib" / "site-packages"
+    lib.mkdir(parents=True)
+    (lib / "cs_forest_lib.py").write_text(BIG_LIBRARY)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text("")
+    (proj / "prog.py").write_text(BIG)
+    (tmp_path / "driver.py").write_text(DRIVER)
+    outs = []
+    for seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, str(tmp_path / "driver.py"), str(proj / "prog.py")],
+            check=False,
+            cwd=proj,
+            env=dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(lib)),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        outs.append(done.stdout.strip())
+    assert outs[0] == outs[1]
+    seen = json.loads(outs[0])
+    # the barrier, and the read of `forest.poke` made before the call; none of the walk's writes
+    assert seen == {"barrier": 1, "object 1": 1}, seen

@@ -150,7 +150,61 @@ static void test_explorer_trace_count_estimate(void) {
     CHECK(sketch + exact / 50 >= exact && sketch <= exact + exact / 50);
 }
 
+/* cs_step_rewind drops a step's accesses past a mark only when the barrier
+ * covers each of them, and leaves the step unchanged otherwise. */
+static void test_step_rewind(void) {
+    cs_config cfg;
+    cs_config_init(&cfg, CS_STRATEGY_FIFO);
+    cs_explorer *ex = NULL;
+    CHECK_EQ(cs_explorer_new(&cfg, &ex), CS_OK);
+    cs_actor r;
+    cs_actor_intern(ex, CS_NO_ACTOR, 0, &r);
+    int more = 0, dropped = 7;
+    size_t n = 99, pick;
+    CHECK_EQ(cs_step_access_count(ex, &n), CS_ESTATE);
+    CHECK_EQ(cs_execution_begin(ex, &more), CS_OK);
+    CHECK_EQ(cs_choose(ex, &r, 1, &pick), CS_OK);
+    CHECK_EQ(cs_step_begin(ex, r, -1), CS_OK);
+    CHECK_EQ(cs_access_record(ex, 1, 1, CS_WRITE, 0), CS_OK); /* before the mark: stays */
+    CHECK_EQ(cs_step_access_count(ex, &n), CS_OK);
+    CHECK_EQ(n, 1);
+    CHECK_EQ(cs_access_record(ex, 2, 1, CS_READ, 0), CS_OK);
+    CHECK_EQ(cs_access_record(ex, 3, CS_KEY_WHOLE, CS_WRITE, 0), CS_OK);
+    /* a read barrier does not cover a write: nothing changes */
+    CHECK_EQ(cs_step_rewind(ex, 1, CS_READ, &dropped), CS_OK);
+    CHECK_EQ(dropped, 0);
+    CHECK_EQ(cs_step_access_count(ex, &n), CS_OK);
+    CHECK_EQ(n, 3);
+    CHECK_EQ(cs_step_rewind(ex, 4, CS_WRITE, &dropped), CS_EINVAL);
+    CHECK_EQ(cs_step_rewind(ex, 1, CS_ADD, &dropped), CS_EINVAL);
+    CHECK_EQ(cs_step_rewind(ex, 1, CS_WRITE, &dropped), CS_OK);
+    CHECK_EQ(dropped, 1);
+    CHECK_EQ(cs_step_access_count(ex, &n), CS_OK);
+    CHECK_EQ(n, 1);
+    /* an enabling read and a lock operation are never covered */
+    CHECK_EQ(cs_access_record(ex, 4, 1, (cs_access_kind)(CS_READ | CS_ENABLING), 0), CS_OK);
+    CHECK_EQ(cs_step_rewind(ex, 1, CS_WRITE, &dropped), CS_OK);
+    CHECK_EQ(dropped, 0);
+    CHECK_EQ(cs_access_record(ex, 5, 1, CS_LOCK_ACQUIRE, 0), CS_OK);
+    CHECK_EQ(cs_step_rewind(ex, 2, CS_WRITE, &dropped), CS_OK);
+    CHECK_EQ(dropped, 0);
+    CHECK_EQ(cs_access_record(ex, CS_OBJECT_ALL, CS_KEY_WHOLE, CS_WRITE, 0), CS_OK);
+    CHECK_EQ(cs_step_end(ex), CS_OK);
+    cs_event e;
+    CHECK_EQ(cs_trace_event(ex, 0, &e), CS_OK);
+    CHECK_EQ(e.n_accesses, 4);
+    cs_access a;
+    CHECK_EQ(cs_trace_access(ex, e.first_access, &a), CS_OK);
+    CHECK_EQ(a.object, 1);
+    CHECK_EQ(cs_trace_access(ex, e.first_access + 3, &a), CS_OK);
+    CHECK_EQ(a.object, CS_OBJECT_ALL);
+    CHECK_EQ(cs_step_rewind(ex, 0, CS_WRITE, &dropped), CS_ESTATE);
+    CHECK_EQ(cs_execution_end(ex, CS_OUTCOME_OK), CS_OK);
+    cs_explorer_free(ex);
+}
+
 #define TESTS(X)                                                               \
     X(test_intern_is_stable) X(test_sequencing_and_fifo) X(test_names)         \
-    X(test_distinct_exact_then_sketch) X(test_explorer_trace_count_estimate)
+    X(test_distinct_exact_then_sketch) X(test_explorer_trace_count_estimate)   \
+    X(test_step_rewind)
 CTEST_MAIN()

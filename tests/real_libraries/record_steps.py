@@ -3,8 +3,10 @@ determinism check (tests/test_real_libraries.py).
 
     python record_steps.py FILE OUT.json [--instrument PKG ...] [--garbage]
 
-Runs the scenario under the default order (fifo) and under seeded random schedules, each
-schedule twice in this process, and writes, per schedule, every step's actor and the multiset of
+After one unrecorded warm-up run of the default order (what a library builds at its first
+use in a process is then built, as it is before `chaossloth check` explores), runs the scenario
+under the default order (fifo) and under seeded random schedules, each schedule twice in this
+process, and writes, per schedule, every step's actor and the multiset of
 its accesses.  Within the process the accesses are compared exactly (canonical object ids, keys,
 kinds, sites): the second run of a schedule must record what the first did, after the first
 run's objects died and (with --garbage) after garbage was allocated and collected in between,
@@ -92,6 +94,14 @@ def main(argv: list[str]) -> int:
         program = scenario.load_scenario(args.file, "scenario", tuple(args.instrument))
     except Exception as exc:  # noqa: BLE001 - a test tool: any failure to load is exit 2
         print(f"record_steps: cannot load {args.file}: {exc}", file=sys.stderr)
+        return 2
+    # A warm-up run first, unrecorded: state a library creates at its first use in a process
+    # (a lazily built module-level cache, a class attribute set once) is the process's state,
+    # not the schedule's, and `chaossloth check` also explores only after stage 1's two runs
+    # of the default order have made it.
+    warm, _ = _run(program, "fifo", {})
+    if warm.outcome not in ("ok", "failed"):
+        print(f"record_steps: the warm-up run ended {warm.outcome}", file=sys.stderr)
         return 2
     out: dict[str, Any] = {}
     keep: list[Any] = []

@@ -12,10 +12,6 @@ CASES = [
     {
         "requires": ["anyio==4.6.2"],
         "expect": "complete",
-        "steps_differ": (
-            "the first run of a process walks anyio state that its first use creates (the "
-            "walk of the opaque call anyio.CapacityLimiter(1)); later runs record the same steps"
-        ),
     }
 ]
 

@@ -11,12 +11,6 @@ CASES = [
     {
         "requires": ["asyncstdlib==3.12.5"],
         "expect": "complete",
-        "steps_differ": (
-            "the first run of a process records other walks of asyncstdlib's state than the "
-            "later ones (its first-use initialization); the check passes (DPOR's replay check does "
-            "not meet the difference here), but the tier's in-process comparison of "
-            "runs 1 and 2 sees it"
-        ),
     }
 ]
 
