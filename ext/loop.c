@@ -129,9 +129,11 @@ typedef struct {
     uint8_t chain;       /* a chain of call_soon callbacks */
     uint8_t park_read;   /* its next step was parked: that step reads PARK_TAG|actor, enabling */
     uint32_t live;       /* its handles queued and not cancelled */
-    cs_actor last_chain; /* the latest chain its steps started (CS_NO_ACTOR: none) */
-    cs_actor follows;    /* chain: the chain that must drain before its first step, or
-                            CS_NO_ACTOR */
+    int64_t chain_start; /* chain: the event that started it (-1: none, between steps) */
+    uint64_t chain_seq;  /* chain: the creation number of its first handle */
+    int64_t chain_last;  /* chain: the event of its latest step (-1: none yet) */
+    cs_actor *follows;   /* chain: the chains that must drain before its first step */
+    size_t n_follows, cap_follows;
     cs_actor *waits;     /* parked poller: the actors that must step before its next step */
     size_t n_waits, cap_waits;
 } actor_slot;
@@ -197,6 +199,13 @@ struct LoopCoreObject {
     double step_now;        /* the clock when the running step began */
     cs_actor *parked;       /* the parked pollers (their slots' n_waits > 0) */
     size_t n_parked, cap_parked;
+    cs_actor *chains;       /* the chains started in this execution, in order */
+    size_t n_chains, cap_chains;
+    size_t step_chains;     /* chains[step_chains..] were started by the open step */
+    /* the tasks whose next step the open step queued, with that handle's creation number */
+    cs_actor *woken;
+    uint64_t *woken_seq;
+    size_t n_woken, cap_woken, cap_woken_seq;
     PyObject *cur_task;     /* strong: the task whose step runs now, or NULL */
     HandleObject *requeued; /* strong: that task's next step queued by this step */
     PyObject *counted;      /* strong: the handles a counting closure's step scheduled (a
@@ -512,7 +521,7 @@ static int actors_reserve(LoopCoreObject *self, cs_actor a) {
     actor_slot *p = self->actors;
     if (grow((void **)&p, &cap, need, sizeof *p) < 0) return -1;
     memset(p + self->n_actors, 0, (cap - self->n_actors) * sizeof *p);
-    for (size_t i = self->n_actors; i < cap; i++) p[i].last_chain = p[i].follows = CS_NO_ACTOR;
+    for (size_t i = self->n_actors; i < cap; i++) p[i].chain_start = p[i].chain_last = -1;
     self->actors = p;
     self->n_actors = cap;
     return 0;
@@ -615,6 +624,22 @@ static int note_started(LoopCoreObject *self, PyObject *task, HandleObject *h) {
     return cs_py_check(cs_step_note(self->ex, note));
 }
 
+/* A step queued a task's next step (its first, a wakeup, a bare yield's): it
+ * follows the chains queued before it (fifo_step_end), and the step's later
+ * call_soon callbacks start a chain of their own, which runs after it on the
+ * stock loop. */
+static int note_woken(LoopCoreObject *self, cs_actor a, uint64_t seq) {
+    if (!self->in_step) return 0;
+    if (self->chain_event == self->cur_event) self->chain_actor = CS_NO_ACTOR;
+    if (grow((void **)&self->woken, &self->cap_woken, self->n_woken + 1, sizeof *self->woken) < 0 ||
+        grow((void **)&self->woken_seq, &self->cap_woken_seq, self->n_woken + 1,
+             sizeof *self->woken_seq) < 0)
+        return -1;
+    self->woken[self->n_woken] = a;
+    self->woken_seq[self->n_woken++] = seq;
+    return 0;
+}
+
 static int assign_actor(LoopCoreObject *self, HandleObject *h) {
     PyObject *task = cs_compat_task_of_step(h->callback);
     cs_actor a;
@@ -622,7 +647,7 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
         a = tmap_find(self, task);
         if (a != CS_NO_ACTOR) {
             h->actor = a;
-            return 0;
+            return note_woken(self, a, h->seq);
         }
         if (intern_child(self, &a) < 0) return -1;
         actor_slot *s = &self->actors[a];
@@ -635,6 +660,7 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
         s->kind = 1;
         if (tmap_put(self, task, a) < 0) return -1;
         if (note_started(self, task, h) < 0) return -1;
+        if (note_woken(self, a, h->seq) < 0) return -1;
     } else if (!h->is_timer && self->chain_actor != CS_NO_ACTOR &&
                self->chain_event == self->cur_event) {
         /* a later call_soon of the step that started the chain: FIFO behind it */
@@ -655,14 +681,15 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
             self->chain_event = self->cur_event;
             self->chain_len = 1;
             s->chain = 1;
-            s->follows = CS_NO_ACTOR;
-            s->last_chain = CS_NO_ACTOR;
-            if (self->in_step && self->cur_actor != CS_NO_ACTOR) {
-                /* FIFO behind the chain the same actor's earlier step started */
-                actor_slot *by = &self->actors[self->cur_actor];
-                s->follows = by->last_chain;
-                by->last_chain = a;
-            }
+            s->n_follows = 0;
+            /* the chains it follows are known once the step ends (fifo_step_end) */
+            s->chain_start = self->in_step ? self->cur_event : -1;
+            s->chain_seq = h->seq;
+            s->chain_last = -1;
+            if (grow((void **)&self->chains, &self->cap_chains, self->n_chains + 1,
+                     sizeof *self->chains) < 0)
+                return -1;
+            self->chains[self->n_chains++] = a;
         }
         if (note_started(self, NULL, h) < 0) return -1;
     }
@@ -831,10 +858,11 @@ static void clear_execution(LoopCoreObject *self) {
         actor_slot *s = &self->actors[i];
         s->chain = s->park_read = 0;
         s->live = 0;
-        s->last_chain = s->follows = CS_NO_ACTOR;
-        s->n_waits = 0;
+        s->chain_start = s->chain_last = -1;
+        s->n_follows = s->n_waits = 0;
     }
     self->n_parked = 0;
+    self->n_chains = self->step_chains = self->n_woken = 0;
 }
 
 /* Releases every queued handle (close(), dealloc).  Handles are detached
@@ -904,9 +932,13 @@ static void loop_dealloc(LoopCoreObject *self) {
     PyMem_Free(self->heap);
     for (size_t i = 0; i < self->n_actors; i++) {
         PyMem_Free(self->actors[i].waits);
+        PyMem_Free(self->actors[i].follows);
     }
     PyMem_Free(self->actors);
     PyMem_Free(self->parked);
+    PyMem_Free(self->chains);
+    PyMem_Free(self->woken);
+    PyMem_Free(self->woken_seq);
     PyMem_Free(self->tmap);
     PyMem_Free(self->choices);
     PyMem_Free(self->site_code);
@@ -1623,17 +1655,28 @@ static int record_counted_future(LoopCoreObject *self, PyObject *future, int was
  * call_soon FIFO across steps.  asyncio runs call_soon callbacks in the order
  * they were registered.  A chain (the plain callbacks one step queued) keeps
  * its own order by program order.  Between chains the model keeps the order
- * where it cannot depend on the schedule: a chain started by a step of actor
- * P follows the chain P's previous such step started (an emitter task that
- * dispatches a frame with call_soon between awaits).  Its first step is not
- * offered while that chain has a callback queued, and it reads
- * CHAIN_TAG|that chain with CS_ENABLING, to which each of that chain's steps
- * (and each cancel of one of its callbacks) adds: a happens-before edge that
- * holds in every execution and that DPOR never reverses.  Chains that steps
- * of different actors started float, as those steps do (task steps model I/O
+ * where it cannot depend on the schedule: a chain started by step r follows
+ * every chain still queued whose starting step happens before r (the same
+ * actor's earlier step: an emitter task that dispatches a frame with
+ * call_soon between awaits; a task's done-callbacks, queued by its last step,
+ * and the callback another task's step queues after it saw the task done).
+ * Happens-before is the same in every execution of one trace, so the rule
+ * is too.  The chain's first step is not offered while one of those chains
+ * has a callback queued, and it reads CHAIN_TAG|each of them with
+ * CS_ENABLING, to which each of their steps (and each cancel of one of their
+ * callbacks) adds: happens-before edges that DPOR never reverses.  Chains
+ * started by concurrent steps float, as those steps do (task steps model I/O
  * of unknown latency; an order between them that the schedule decides would
- * make the blocking of a chain depend on the order of independent steps).
- * A superset of the stock loop's orders, which keep every registration order.
+ * make the blocking of a chain depend on the order of independent steps, and
+ * every order of the two is some schedule's registration order).  A task's
+ * next step (its first, a wakeup by a future, a bare yield's) follows the
+ * same chains, and those its own queuing step registered before it: on the
+ * stock loop they are ahead of it in the ready queue (a finished task's
+ * done-callback runs before the wakeup of the task awaiting it; sleep(0) lets
+ * the callbacks queued so far run).  A step's call_soon callbacks queued after
+ * such a task step start a chain of their own, which follows the earlier one.
+ * Task steps still float among themselves.  A superset of the stock loop's
+ * orders, which keep every registration order.
  *
  * Fair polls.  A task whose step ends in its poll_limit-th (or later)
  * consecutive bare yield (Handle.spins: sleep(0) in a loop that does nothing
@@ -1662,7 +1705,54 @@ static int parked_index(LoopCoreObject *self, cs_actor p) {
 static int actor_blocked(LoopCoreObject *self, cs_actor a) {
     if (a >= self->n_actors) return 0;
     const actor_slot *s = &self->actors[a];
-    return s->n_waits || (s->follows != CS_NO_ACTOR && self->actors[s->follows].live);
+    if (s->n_waits) return 1;
+    for (size_t k = 0; k < s->n_follows; k++)
+        if (self->actors[s->follows[k]].live) return 1;
+    return 0;
+}
+
+/* After step `ev` ended (its clock is final), what the handles it queued
+ * follow: each handle queued at creation number `seq` (a chain's first, a
+ * task's next step) follows each chain registered before it -- started by a
+ * step happening before `ev`, or earlier in `ev` itself -- unless that
+ * chain's steps all happen before `ev` already.  A chain that drained before
+ * `ev` ran without being ordered with it is followed too (the edge, not a
+ * block): in an execution that runs `ev` first it is still queued and blocks,
+ * and DPOR must not reverse the two on the strength of an execution where it
+ * did not. */
+static int follow_chains(LoopCoreObject *self, cs_actor c, int64_t ev, uint64_t seq) {
+    actor_slot *cs = &self->actors[c];
+    for (size_t i = 0; i < self->n_chains; i++) {
+        cs_actor o = self->chains[i];
+        const actor_slot *os = &self->actors[o];
+        if (o == c || !os->chain || os->chain_start < 0) continue;
+        if (os->chain_start == ev ? os->chain_seq >= seq
+                                  : !cs_trace_happens_before(self->ex, (size_t)os->chain_start,
+                                                             (size_t)ev))
+            continue;
+        if (!os->live && os->chain_last >= 0 &&
+            cs_trace_happens_before(self->ex, (size_t)os->chain_last, (size_t)ev))
+            continue;
+        if (grow((void **)&cs->follows, &cs->cap_follows, cs->n_follows + 1,
+                 sizeof *cs->follows) < 0)
+            return -1;
+        cs->follows[cs->n_follows++] = o;
+    }
+    return 0;
+}
+
+static int fifo_step_end(LoopCoreObject *self, int64_t ev) {
+    int rc = 0;
+    for (size_t i = self->step_chains; rc == 0 && i < self->n_chains; i++) {
+        cs_actor c = self->chains[i];
+        if (self->actors[c].chain_start == ev)
+            rc = follow_chains(self, c, ev, self->actors[c].chain_seq);
+    }
+    for (size_t i = 0; rc == 0 && i < self->n_woken; i++)
+        rc = follow_chains(self, self->woken[i], ev, self->woken_seq[i]);
+    self->n_woken = 0;
+    self->step_chains = self->n_chains;
+    return rc;
 }
 
 /* Actor `a` took a step, or lost its last handle: the pollers parked on it
@@ -1693,11 +1783,13 @@ static int release_member(LoopCoreObject *self, cs_actor a) {
 static int fair_step_begin(LoopCoreObject *self, cs_actor a) {
     actor_slot *s = &self->actors[a];
     if (s->live) s->live--;
-    if (s->follows != CS_NO_ACTOR) {
-        if (record_edge(self, CHAIN_TAG | s->follows, CS_READ | CS_ENABLING) < 0) return -1;
-        s->follows = CS_NO_ACTOR;
+    for (size_t k = 0; k < s->n_follows; k++)
+        if (record_edge(self, CHAIN_TAG | s->follows[k], CS_READ | CS_ENABLING) < 0) return -1;
+    s->n_follows = 0;
+    if (s->chain) {
+        s->chain_last = self->cur_event;
+        if (record_edge(self, CHAIN_TAG | a, CS_ADD) < 0) return -1;
     }
-    if (s->chain && record_edge(self, CHAIN_TAG | a, CS_ADD) < 0) return -1;
     if (s->park_read) {
         s->park_read = 0;
         if (record_edge(self, PARK_TAG | a, CS_READ | CS_ENABLING) < 0) return -1;
@@ -1749,6 +1841,8 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     self->cur_actor = h->actor;
     self->cur_event = (int64_t)ev;
     self->in_step = 1;
+    self->step_chains = self->n_chains;
+    self->n_woken = 0;
     self->steps++;
     PyObject *task = NULL, *counted = NULL;
     int rc = 0, was_done = 0;
@@ -1806,6 +1900,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
     st = cs_step_end(ex);
     if (rc < 0) return -1;
     if (cs_py_check(st) < 0) return -1;
+    if (fifo_step_end(self, (int64_t)ev) < 0) return -1;
     if (polling && park_poller(self, h->actor) < 0) return -1;
     return 0;
 }

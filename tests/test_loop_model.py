@@ -4,7 +4,9 @@
   every strategy (one "chain" actor), as on the stock loop, and so do those that one task's
   successive steps queued (a reader dispatching a frame per step); task steps stay free to
   interleave, so a program that depends on the order of two task wakeups, or of two tasks'
-  callbacks, still fails.
+  callbacks, still fails.  Across tasks a chain follows every chain whose starting step happens
+  before its own (a finished task's done-callback runs before the callback that wait() queues
+  once it saw the task done), and a bare yield lets the callbacks queued before it run.
 * Busy-poll clock and fair polls: a task polling with ``await asyncio.sleep(0)`` for a flag that
   a timer, a sleeping task or an always-ready task sets terminates, with the stock loop's
   result, and dpor and exhaustive end complete (a poller that yielded poll_limit times in a row
@@ -168,9 +170,10 @@ def test_emitter_listeners_keep_registration_order(strategy: str) -> None:
     assert seen and all(value == "closed" for _, value, _ in seen)
     if strategy in ("dpor", "exhaustive"):
         assert res.complete
-        # the task step still interleaves with the chain: before, between and after
+        # other's sleep(0) queues its next step behind the chain that main's step (which
+        # created other) queued: "other" comes last, as on every stock loop
         positions = {box["log"].index("other") for _, _, box in seen}
-        assert positions == {0, 1, 2, 3}, positions
+        assert positions == {3}, positions
 
 
 TWO_CHAINS = """
@@ -200,14 +203,14 @@ async def main(box):
 
 
 @pytest.mark.parametrize("strategy", ["dpor", "exhaustive"])
-def test_chains_of_different_steps_interleave_each_in_fifo_order(strategy: str) -> None:
+def test_chains_of_ordered_steps_run_in_registration_order(strategy: str) -> None:
     res, seen = explore(load(TWO_CHAINS), strategy)
     assert res.complete and res.failing_executions == 0 and res.aborted == 0
     logs = {box["log"] for _, _, box in seen}
-    for log in logs:
-        assert log.index("a1") < log.index("a2") and log.index("b1") < log.index("b2"), log
-    # every interleaving of the two FIFO chains: C(4, 2)
-    assert len(logs) == 6, sorted(logs)
+    # both emitting steps call loop.call_soon (a write of the loop: they are ordered), so the
+    # chain of the step that ran first runs first, whole, as on the stock loop: either order of
+    # the two steps, never an interleaving of their chains
+    assert logs == {("a1", "a2", "b1", "b2"), ("b1", "b2", "a1", "a2")}, sorted(logs)
 
 
 FRAMES = """
@@ -299,6 +302,64 @@ def test_callbacks_of_two_tasks_still_interleave() -> None:
     for log in logs:  # each reader's own frames in order
         assert log.index("a0") < log.index("a1") and log.index("b0") < log.index("b1"), log
     assert len(logs) == 6, sorted(logs)
+
+
+DONE_CALLBACK_FIRST = """
+import asyncio
+
+
+async def main(box):
+    pending = []
+
+    async def work():
+        pass
+
+    t = asyncio.get_running_loop().create_task(work())
+    t.add_done_callback(pending.remove)  # queued by t's last step
+    pending.append(t)
+    await asyncio.sleep(0)
+    if pending:
+        # t may be done already: wait() then queues its _on_completion behind remove
+        await asyncio.wait(pending)
+    box["pending"] = len(pending)
+    assert not pending, pending
+"""
+
+YIELD_LETS_CALLBACKS_RUN = """
+import asyncio
+
+
+async def main(box):
+    seen = []
+    loop = asyncio.get_running_loop()
+
+    async def other():
+        loop.call_soon(seen.append, "other")
+        await asyncio.sleep(0)  # the callback this step queued runs first
+        assert seen == ["main", "other"], seen
+
+    loop.call_soon(seen.append, "main")
+    await asyncio.sleep(0)
+    assert seen[0] == "main", seen
+    await asyncio.gather(other())
+    box["seen"] = tuple(seen)
+"""
+
+
+@pytest.mark.parametrize("name", ["DONE_CALLBACK_FIRST", "YIELD_LETS_CALLBACKS_RUN"])
+def test_callbacks_queued_before_run_first_across_tasks(name: str) -> None:
+    """A chain started by a step that happens before another step's registration runs first
+    (a finished task's done-callback before the callback wait() queues once it saw the task
+    done), and a bare yield lets the callbacks queued before it run: both hold on every stock
+    loop, and DPOR and exhaustive end complete without a failure, with the same outcomes."""
+    mod = load(globals()[name])
+    stock(mod)
+    got = {}
+    for strategy in ("exhaustive", "dpor"):
+        res, seen = explore(mod, strategy)
+        assert res.complete and res.failing_executions == 0, [s for s in seen if s[0]][:1]
+        got[strategy] = _outcomes(seen)
+    assert got["dpor"] == got["exhaustive"]
 
 
 TASK_WAKEUPS = """
