@@ -6,7 +6,8 @@ completed the future a task awaits leaves the task waiting forever: the report s
 "waits for a future that nothing completes" (a lost wake-up) and never named the exception
 (async-lru 2.0.2's done-callback KeyError, issue #480, left its callers hanging so).  The
 deadlock's message now says which callback raised what, where; a callback's exception with no
-deadlock after it fails the schedule as an exception of that callback.  The same holds for a
+deadlock after it fails the schedule as an exception of that callback (an exception the program
+hands `loop.call_exception_handler` itself is a log line, as on a stock loop).  The same holds for a
 task that died with an exception nobody retrieved before the others waited forever (strawberry
 0.142.1's batch task, killed by set_result on a cancelled future): the deadlock names the task,
 its exception and the line it raised at, and the finding lists that line ("raised").
@@ -123,3 +124,22 @@ def test_a_deadlock_after_a_task_died_names_the_task_and_its_raise(tmp_path: Pat
     assert "RuntimeError" in report["failure"]["traceback"]
     lines = {(ln["line"], ln["role"]) for f in report["findings"] for ln in f["lines"]}
     assert (13, "raised") in lines, report["findings"]
+
+
+REPORTS = """
+import asyncio
+
+
+async def scenario():
+    # what aiojobs does with a failed job: the program reports the exception itself; a stock
+    # loop logs it and goes on
+    loop = asyncio.get_running_loop()
+    loop.call_exception_handler({"message": "job failed", "exception": RuntimeError("boom")})
+    await asyncio.sleep(0)
+"""
+
+
+def test_an_exception_the_program_reports_itself_is_not_a_failure(tmp_path: Path) -> None:
+    code, report = _check(tmp_path, REPORTS)
+    assert code == 0, report
+    assert report["complete"] is True

@@ -351,3 +351,18 @@ def test_reset_puts_back_counters_generators_and_dict_subclasses(tmp_path: Path)
     finally:
         importer.end_program()
         sys.modules.pop("user_counters_mod", None)
+
+
+def test_instrumented_code_is_compiled_once_per_source() -> None:
+    """A process instruments the same file for every program it loads (the pytest plugin, per
+    test): the code object is cached by file name and source, and a changed source compiles
+    anew."""
+    from chaossloth.capture.instrument import compile_instrumented
+
+    first = compile_instrumented(b"x = 1\n", "/nowhere/cached_mod.py")
+    assert compile_instrumented(b"x = 1\n", "/nowhere/cached_mod.py") is first
+    other = compile_instrumented(b"x = 2\n", "/nowhere/cached_mod.py")
+    assert other is not first
+    ns: dict[str, object] = {}
+    exec(other, ns)  # noqa: S102
+    assert ns["x"] == 2

@@ -418,12 +418,15 @@ def test_every_error_is_one_line_in_the_markers_words(project: Path) -> None:
 # ------------------------------------------------------------------ budgets and completeness
 
 
-def test_incomplete_exploration_warns_or_fails_and_the_summary_says_so(project: Path) -> None:
+def test_incomplete_exploration_passes_or_fails_and_the_summary_says_so(project: Path) -> None:
     _write(project / "tests" / "test_budget.py", TEST_BUDGET)
-    out, rc = _pytest(project, "-o", "asyncio_mode=auto", "tests/test_budget.py")
+    # a project that turns warnings into errors: an incomplete exploration is still a pass
+    out, rc = _pytest(project, "-o", "asyncio_mode=auto", "-W", "error", "tests/test_budget.py")
     assert rc == 1, out
     assert "1 failed, 3 passed" in out, out
-    assert "ChaosSlothIncompleteWarning" in out, out
+    assert "Warning" not in out, out
+    # said in the test's own report section
+    assert "Captured chaossloth call" in out, out
     assert re.search(
         r"test_incomplete is incomplete after 2 executions \(budget max_executions=2\)", out
     ), out
@@ -432,8 +435,45 @@ def test_incomplete_exploration_warns_or_fails_and_the_summary_says_so(project: 
     summary = _summary(out)
     assert "test_incomplete: passed, 2 executions, incomplete (budget max_executions=2)" in summary
     assert "test_required: FAILED (incomplete, require_complete=True) after 2" in summary
+    assert "explored 2: 0 complete, 1 incomplete, 1 failed; 4 schedules in" in summary, summary
     # unmarked: pytest-asyncio's (auto mode), on its stock loop, where the race does not show
     assert "test_unmarked" not in summary, summary
+
+
+TEST_MANY_SCHEDULES = """
+import asyncio
+
+from myapp.service import Service
+
+
+async def test_many():
+    s = Service(locked=True)
+    await asyncio.gather(*(s.handle(k) for k in "abcdef"))
+
+
+async def test_many_more():
+    s = Service(locked=True)
+    await asyncio.gather(*(s.handle(k) for k in "abcdefg"))
+"""
+
+
+def test_a_total_budget_is_split_across_the_explored_tests(project: Path) -> None:
+    _write(project / "tests" / "test_many.py", TEST_MANY_SCHEDULES)
+    _write(project / "pytest.ini", "[pytest]\nchaossloth_total_budget = 0.0001\n")
+    out, rc = _pytest(project, "-o", "asyncio_mode=auto", "--chaossloth", "tests/test_many.py")
+    assert rc == 0, out
+    summary = _summary(out)
+    # each test gets what is left of the spent total (the least share): a pass, incomplete
+    for name in ("test_many", "test_many_more"):
+        assert re.search(
+            rf"{name}: passed, \d+ executions, incomplete \(budget time_limit=0.05\)", summary
+        ), summary
+    _write(project / "pytest.ini", "[pytest]\nchaossloth_total_budget = soon\n")
+    out, rc = _pytest(project, "--chaossloth", "tests/test_many.py")
+    assert rc == 4, out
+    assert (
+        "ini option chaossloth_total_budget must be a positive number of seconds, not 'soon'" in out
+    ), out
 
 
 def test_chaossloth_flag_explores_every_async_test(project: Path) -> None:
@@ -463,6 +503,106 @@ def test_chaossloth_budget_must_be_positive(project: Path) -> None:
     out, rc = _pytest(project, "--chaossloth", "--chaossloth-budget", "0", "tests/test_budget.py")
     assert rc == 4, out
     assert "--chaossloth-budget must be a positive number of seconds, not 0" in out, out
+
+
+# ------------------------------------------------------------------ test classes
+
+TEST_CLASSES = """
+import asyncio
+
+import pytest
+
+from myapp.service import Service
+
+
+class TestService:
+    def setup_method(self, method):
+        self.calls = []
+
+    @pytest.fixture
+    def service(self):
+        # a fixture of the class: bound to the instance the test runs on
+        self.calls.append("fixture")
+        return Service()
+
+    async def test_racy(self, service):
+        await asyncio.gather(service.handle("a"), service.handle("a"))
+        assert service.cache.loads == 1, f"loaded {service.cache.loads} times"
+
+    async def test_locked(self):
+        s = Service(locked=True)
+        await asyncio.gather(s.handle("a"), s.handle("a"))
+        assert s.cache.loads == 1 and self.calls == []
+
+    async def test_fixture_bound_to_the_instance(self, service):
+        assert self.calls == ["fixture"]
+        await asyncio.sleep(0)
+
+
+
+class TestOuter:
+    class TestNested:
+        async def test_nested(self):
+            s = Service(locked=True)
+            await asyncio.gather(s.handle("b"), s.handle("b"))
+            assert s.cache.loads == 1
+"""
+
+
+def test_methods_of_test_classes_are_explored(project: Path) -> None:
+    _write(project / "tests" / "test_classes.py", TEST_CLASSES)
+    out, rc = _pytest(project, "-o", "asyncio_mode=auto", "--chaossloth", "tests/test_classes.py")
+    assert rc == 1, out
+    assert "1 failed, 3 passed" in out, out
+    racy = _section(out, "TestService.test_racy")
+    assert "check-then-act" in racy and THREE_LINES[0] in racy, racy
+    assert "pytest 'tests/test_classes.py::TestService::test_racy'" in racy, racy
+    summary = _summary(out)
+    for name in ("test_locked", "test_fixture_bound_to_the_instance", "TestNested::test_nested"):
+        assert re.search(rf"{name}: passed, \d+ executions, complete", summary), summary
+    assert "module level" not in out, out
+
+
+def test_a_test_module_with_relative_imports_is_explored(project: Path) -> None:
+    """A test file of a tests package importing a sibling relatively (``from .helpers import``)
+    is loaded instrumented under its package, as pytest imports it."""
+    _write(project / "tests" / "__init__.py", "")
+    _write(
+        project / "tests" / "helpers.py",
+        """
+        from myapp.service import Service
+
+
+        def make(locked):
+            return Service(locked=locked)
+        """,
+    )
+    _write(
+        project / "tests" / "test_relative.py",
+        """
+        import asyncio
+
+        from .helpers import make
+
+
+        async def test_racy():
+            s = make(False)
+            await asyncio.gather(s.handle("a"), s.handle("a"))
+            assert s.cache.loads == 1, f"loaded {s.cache.loads} times"
+
+
+        async def test_locked():
+            s = make(True)
+            await asyncio.gather(s.handle("a"), s.handle("a"))
+            assert s.cache.loads == 1
+        """,
+    )
+    out, rc = _pytest(project, "-o", "asyncio_mode=auto", "--chaossloth", "tests/test_relative.py")
+    assert rc == 1, out
+    assert "1 failed, 1 passed" in out, out
+    assert "check-then-act" in _section(out, "test_racy"), out
+    assert "relative import" not in out, out
+    assert re.search(r"test_locked: passed, \d+ executions, complete", _summary(out)), out
 
 
 # ------------------------------------------------------------------ the pure helpers

@@ -18,7 +18,7 @@ Options are the exploration options of :class:`chaossloth.config.Config` (``stra
 ``telemetry``, ``telemetry_budget``, ...), ``instrument`` (installed packages to instrument, a
 list of top-level import names; the ini key ``chaossloth_instrument`` adds names for every
 test) and, for the marker, ``require_complete`` (True: an exploration that ended incomplete
-fails the test instead of passing it with a warning).  A bad option is one line naming it and
+fails the test instead of passing it with a report section saying so).  A bad option is one line naming it and
 the values it takes; every message speaks the marker's language (``max_steps=``, not a CLI
 flag).  Here ``telemetry`` defaults to False.
 
@@ -52,6 +52,7 @@ import inspect
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -73,16 +74,22 @@ OPTIONS = (*cfg.names_of("exploration"), "instrument")
 MARKER_OPTIONS = (*OPTIONS, *MARKER_ONLY)
 #: the ini key naming installed packages to instrument in every explored test
 INI_INSTRUMENT = "chaossloth_instrument"
+#: the ini keys of the budgets (the command line's options win)
+INI_BUDGET = "chaossloth_budget"
+INI_TOTAL_BUDGET = "chaossloth_total_budget"
 #: lines of the failing schedule shown in a failure message
 TIMELINE_LIMIT = 40
 
 _RECORDS = pytest.StashKey[list["Explored"]]()
+_BUDGET = pytest.StashKey["RunBudget"]()
 #: how deep a chain of ``__wrapped__`` is followed (a cycle must not loop forever)
 _WRAP_DEPTH = 20
 
 
 class ChaosSlothIncompleteWarning(pytest.PytestWarning):
-    """An explored test passed, but its exploration did not cover every schedule."""
+    """No longer emitted: an exploration that stops at its budget is a pass, said in the test's
+    report and in the summary (a warning became a failure under ``filterwarnings = error``).
+    Kept so that configurations filtering it still load."""
 
 
 @dataclass
@@ -96,12 +103,24 @@ class Explored:
     failed: str | None
     budget: str
     replayed: int
+    #: wall time of the exploration, in seconds
+    seconds: float = 0.0
 
 
 # ------------------------------------------------------------------ options and messages
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        INI_BUDGET,
+        "wall-time budget in seconds of each explored test that names none (--chaossloth-budget)",
+        default=None,
+    )
+    parser.addini(
+        INI_TOTAL_BUDGET,
+        "wall-time budget in seconds of the whole run's explorations (--chaossloth-total-budget)",
+        default=None,
+    )
     parser.addini(
         INI_INSTRUMENT,
         "installed packages (top-level import names) ChaosSloth instruments in every explored "
@@ -125,12 +144,64 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"(max_executions or time_limit); default {cfg.DEFAULT_TIME_LIMIT:g}",
     )
     group.addoption(
+        "--chaossloth-total-budget",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="wall-time budget of the whole run's explorations, split across the explored tests "
+        "not run yet (each gets at most its share of what is left, and at most its own budget)",
+    )
+    group.addoption(
         "--chaossloth-report",
         metavar="DIR",
         default=None,
         help="write the SARIF log and the HTML page of every failing explored test into DIR "
         "(<test id>.sarif, <test id>.html; made if absent)",
     )
+
+
+@dataclass
+class RunBudget:
+    """The run's budgets: `per_test` (None: the default time limit) and `total` (None: no
+    limit), with what the explorations used so far and how many explored tests are left."""
+
+    per_test: float | None
+    total: float | None
+    used: float = 0.0
+    left: int = 0
+
+    def for_next_test(self) -> float | None:
+        """The wall-time budget of the next explored test: its own budget, capped by its share
+        of what is left of the total."""
+        if self.total is None:
+            return self.per_test
+        share = max(self.total - self.used, 0.0) / max(self.left, 1)
+        own = self.per_test if self.per_test is not None else cfg.DEFAULT_TIME_LIMIT
+        # an exploration needs a moment to run at all; a spent total still runs each test once
+        return max(min(own, share), MIN_SHARE)
+
+
+#: the least wall time a test gets from a spent total budget (one execution, the stock order)
+MIN_SHARE = 0.05
+
+
+def _budget_value(config: pytest.Config, option: str, ini: str, flag: str) -> float | None:
+    value = config.getoption(option, None)
+    where = flag
+    if value is None:
+        raw = config.getini(ini)
+        if raw in (None, ""):
+            return None
+        where = f"ini option {ini}"
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise pytest.UsageError(
+                f"{where} must be a positive number of seconds, not {raw!r}"
+            ) from None
+    if not 0 < value < float("inf"):
+        raise pytest.UsageError(f"{where} must be a positive number of seconds, not {value:g}")
+    return value
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -140,11 +211,20 @@ def pytest_configure(config: pytest.Config) -> None:
         f"(options: {', '.join(MARKER_OPTIONS)})",
     )
     config.stash[_RECORDS] = []
-    budget = config.getoption("chaossloth_budget", None)
-    if budget is not None and not 0 < budget < float("inf"):
-        raise pytest.UsageError(
-            f"--chaossloth-budget must be a positive number of seconds, not {budget:g}"
-        )
+    config.stash[_BUDGET] = RunBudget(
+        _budget_value(config, "chaossloth_budget", INI_BUDGET, "--chaossloth-budget"),
+        _budget_value(
+            config, "chaossloth_total_budget", INI_TOTAL_BUDGET, "--chaossloth-total-budget"
+        ),
+    )
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    budget = config.stash.get(_BUDGET, None)
+    if budget is not None:
+        budget.left = sum(1 for item in items if _explored(item, config))
 
 
 #: CLI flags as the marker writes them: ``--max-steps`` -> ``max_steps=``, and a
@@ -256,8 +336,14 @@ def _raw_function(obj: Any) -> Any:
     if callable(get):
         obj = get()
     seen = 0
-    while not inspect.isfunction(obj) and hasattr(obj, "__wrapped__") and seen < _WRAP_DEPTH:
-        obj, seen = obj.__wrapped__, seen + 1
+    while not inspect.isfunction(obj) and seen < _WRAP_DEPTH:
+        if inspect.ismethod(obj):  # a fixture of a test class, bound to pytest's instance
+            obj = obj.__func__
+        elif hasattr(obj, "__wrapped__"):
+            obj = obj.__wrapped__
+        else:
+            break
+        seen += 1
     return obj if inspect.isfunction(obj) else None
 
 
@@ -317,6 +403,8 @@ class _Make:
     source: Path
     args: tuple[str, ...]
     fn: Callable[..., Any] | None = None
+    #: a fixture defined in the test's class: called bound to the execution's instance
+    is_method: bool = False
 
 
 class _FixturePlan:
@@ -361,7 +449,7 @@ class _FixturePlan:
         for arg in argnames:
             self.decide(arg)
         self._visiting.discard(name)
-        self.make[name] = _Make(name, raw, source, argnames)
+        self.make[name] = _Make(name, raw, source, argnames, is_method=_is_method(raw))
 
     def _project_source(self, raw: Any) -> Path | None:
         """The file defining a fixture function of the project (the test file or a file under
@@ -397,7 +485,7 @@ class _FixturePlan:
                 mod = load_file(str(m.source), f"{name}__cs{n}", siblings=False)
                 modules[m.source] = mod
             code = m.raw.__code__
-            for obj in vars(mod).values():
+            for obj in _definitions(mod):
                 fn = _raw_function(obj)
                 if (
                     fn is not None
@@ -412,6 +500,36 @@ class _FixturePlan:
                 )
         for name, value in list(self.shared.items()):
             self.shared[name] = _counterpart(value, modules)
+
+
+def _definitions(mod: ModuleType) -> list[Any]:
+    """What a module defines at its top level, and in its classes (nested ones too): where a
+    fixture function of the file is found again in its instrumented copy."""
+    found: list[Any] = []
+    classes = [v for v in vars(mod).values() if isinstance(v, type)]
+    found.extend(vars(mod).values())
+    seen: set[int] = set()
+    while classes:
+        cls = classes.pop()
+        if id(cls) in seen or getattr(cls, "__module__", None) != mod.__name__:
+            continue
+        seen.add(id(cls))
+        for v in vars(cls).values():
+            found.append(v.__func__ if isinstance(v, (staticmethod, classmethod)) else v)
+            if isinstance(v, type):
+                classes.append(v)
+    return found
+
+
+def _is_method(raw: Any) -> bool:
+    """A function defined in a class body (a test method, a fixture of a test class)."""
+    qual = getattr(raw, "__qualname__", "")
+    return "." in qual and "<locals>" not in qual
+
+
+def _class_path(fn: Any) -> list[str]:
+    """The qualified name of the class a test method is defined in, part by part."""
+    return str(getattr(fn, "__qualname__", "")).split(".")[:-1]
 
 
 def _counterpart(value: Any, modules: Mapping[Path, ModuleType]) -> Any:
@@ -444,14 +562,22 @@ def _where(raw: Any) -> str:
 
 
 def _scenario_with_fixtures(
-    test: Callable[..., Any], argnames: tuple[str, ...], plan: _FixturePlan
+    test: Callable[..., Any],
+    argnames: tuple[str, ...],
+    plan: _FixturePlan,
+    cls: type | None = None,
 ) -> Callable[[], Any]:
     """The execution's scenario: the re-created fixtures (in dependency order), the test, then
-    the fixtures' teardowns (last created first), all on the controlled loop."""
+    the fixtures' teardowns (last created first), all on the controlled loop.  `cls`: the
+    test's class (instrumented); each execution makes an instance of its own, as pytest makes
+    one per test, with its ``setup_method`` / ``teardown_method`` around the test, and the
+    class's fixtures bound to it."""
 
     async def scenario_with_fixtures() -> Any:
         values: dict[str, Any] = dict(plan.shared)
         teardowns: list[tuple[str, Any]] = []
+        instance = cls() if cls is not None else None
+        run = test if instance is None else test.__get__(instance, cls)
 
         async def make(name: str) -> Any:
             if name in values:
@@ -460,6 +586,10 @@ def _scenario_with_fixtures(
             fn = m.fn
             assert fn is not None  # bound before the exploration
             kwargs = {a: await make(a) for a in m.args}
+            if m.is_method and instance is not None:
+                fn = fn.__get__(instance, cls)
+            elif m.is_method:
+                raise InputError(f"fixture {name!r} is defined in a class the test is not in")
             if inspect.isasyncgenfunction(fn):
                 gen = fn(**kwargs)
                 value = await gen.__anext__()
@@ -475,10 +605,16 @@ def _scenario_with_fixtures(
             values[name] = value
             return value
 
+        setup = getattr(instance, "setup_method", None) if instance is not None else None
+        if setup is not None:
+            setup(test)
         try:
             kwargs = {a: await make(a) for a in argnames}
-            return await test(**kwargs)
+            return await run(**kwargs)
         finally:
+            teardown = getattr(instance, "teardown_method", None) if instance is not None else None
+            if teardown is not None:
+                teardown(test)
             while teardowns:
                 name, gen = teardowns.pop()
                 if inspect.isasyncgen(gen):
@@ -505,18 +641,19 @@ def check_function(
     rootdir: str | os.PathLike[str] | None = None,
     item: pytest.Function | None = None,
 ) -> Any:
-    """Explores an ``async def`` defined at module level in a file, its project (and
-    `rootdir`'s, pytest's rootdir) instrumented; returns the pipeline's Result.  With `item`
-    (an explored test) the function may take the item's fixtures."""
+    """Explores an ``async def`` defined at module level in a file (with `item`, also a method
+    of a test class), its project (and `rootdir`'s, pytest's rootdir) instrumented; returns the
+    pipeline's Result.  With `item` (an explored test) the function may take the item's
+    fixtures."""
     if not inspect.iscoroutinefunction(fn):
         raise InputError("a scenario must be an async def")
     path = inspect.getsourcefile(fn)
     if path is None:
         raise InputError(f"cannot find the source file of {fn.__qualname__}")
-    if "." in fn.__qualname__:
+    if "<locals>" in fn.__qualname__ or ("." in fn.__qualname__ and item is None):
         raise InputError(f"{fn.__qualname__}: a scenario must be defined at module level")
     argnames = tuple(inspect.signature(fn).parameters)
-    if not argnames or item is None:
+    if (not argnames and "." not in fn.__qualname__) or item is None:
         program = scenario.load(path, config.replace(scenario=fn.__name__), rootdir=rootdir)
     else:
         program = _program_with_fixtures(Path(path), fn, argnames, config, rootdir, item)
@@ -547,9 +684,17 @@ def _program_with_fixtures(
     )
     module, imports = scenario.load_instrumented(path, config.instrument, rootdir, also=also)
     try:
-        test = vars(module).get(fn.__name__)
+        owner: Any = module
+        for part in _class_path(fn):
+            owner = vars(owner).get(part) if isinstance(owner, (type, ModuleType)) else None
+        cls = owner if isinstance(owner, type) else None
+        if _class_path(fn) and cls is None:
+            raise InputError(
+                f"{path}: no class {'.'.join(_class_path(fn))} in the instrumented module"
+            )
+        test = _original_test(vars(owner).get(fn.__name__)) if owner is not None else None
         if not inspect.iscoroutinefunction(test):
-            raise InputError(f"{path}: no async def {fn.__name__} in the instrumented module")
+            raise InputError(f"{path}: no async def {fn.__qualname__} in the instrumented module")
         plan.bind(module)
         unseen = imports.unseen()
         if unseen:
@@ -563,7 +708,7 @@ def _program_with_fixtures(
     return scenario.Program(
         path=str(path.resolve()),
         sha256=scenario.file_sha256(path),
-        factory=_scenario_with_fixtures(test, argnames, plan),
+        factory=_scenario_with_fixtures(test, argnames, plan, cls),
         scenario=fn.__name__,
         module=module,
         instrument=tuple(config.instrument),
@@ -634,7 +779,7 @@ class ChaosSlothFixture:
         self.out_dir = out_dir
         self.rootdir = rootdir
         self.instrument = instrument
-        #: the configuration of the last exploration (its budget, for the plugin's warning)
+        #: the configuration of the last exploration (its budget, for the plugin's report)
         self.config: cfg.Config | None = None
 
     def explore(
@@ -715,9 +860,16 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     out_dir = Path(str(config.rootpath)) / ".chaossloth"
     out_dir.mkdir(parents=True, exist_ok=True)
     fixture = _fixture_for(config, out_dir)
-    result = fixture.explore(
-        func, _item=pyfuncitem, _time_limit=config.getoption("chaossloth_budget", None), **options
-    )
+    run_budget = config.stash[_BUDGET]
+    started = time.monotonic()
+    try:
+        result = fixture.explore(
+            func, _item=pyfuncitem, _time_limit=run_budget.for_next_test(), **options
+        )
+    finally:
+        seconds = time.monotonic() - started
+        run_budget.used += seconds
+        run_budget.left = max(run_budget.left - 1, 0)
     assert fixture.config is not None
     budget = budget_words(fixture.config)
     failed = None
@@ -732,10 +884,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         failed,
         budget,
         _replayed(result),
+        seconds,
     )
     config.stash[_RECORDS].append(record)
     if result.failed:
-        takes_fixtures = bool(inspect.signature(func).parameters)
+        takes_fixtures = bool(inspect.signature(func).parameters) or _is_method(func)
         nodeid = pyfuncitem.nodeid if takes_fixtures else None
         message = failure_report(result, pyfuncitem.name, nodeid)
         report_dir = config.getoption("chaossloth_report", None)
@@ -752,7 +905,16 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         )
         if require_complete:
             pytest.fail(f"{text} (require_complete=True)", pytrace=False)
-        pyfuncitem.warn(ChaosSlothIncompleteWarning(text))
+        # a pass: said in the test's report and the summary, never as a warning, which a
+        # project's `filterwarnings = error` would turn into a failure
+        pyfuncitem.add_report_section("call", "chaossloth", text)
+        pyfuncitem.user_properties.append(
+            ("chaossloth", f"incomplete ({result.executions} schedules)")
+        )
+    else:
+        pyfuncitem.user_properties.append(
+            ("chaossloth", f"complete ({result.executions} schedules)")
+        )
     return True
 
 
@@ -768,9 +930,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         else:
             state = "complete" if r.complete else f"incomplete (budget {r.budget})"
             line = f"passed, {r.executions} executions, {state}"
-        tr.write_line(f"{r.nodeid}: {line}")
+        tr.write_line(f"{r.nodeid}: {line}, {r.seconds:.2f}s")
         if r.replayed:
             tr.write_line(f"  replayed {r.replayed} saved schedule(s) first")
+    failed = sum(1 for r in records if r.failed)
+    complete = sum(1 for r in records if not r.failed and r.complete)
+    incomplete = len(records) - failed - complete
+    seconds = sum(r.seconds for r in records)
+    tr.write_line(
+        f"explored {len(records)}: {complete} complete, {incomplete} incomplete, "
+        f"{failed} failed; {sum(r.executions for r in records)} schedules in {seconds:.1f}s"
+    )
 
 
 __all__ = [

@@ -475,7 +475,8 @@ def _tracking_task_class(base: type) -> type:
 class _Handler:
     """The loop's exception handler during one execution: records never-retrieved exceptions
     of futures and tasks, and exceptions that callbacks raised (asyncio hands both to the
-    handler; a stock loop logs them); silent once the execution is over (tasks of aborted
+    handler; a stock loop logs them); what the program hands it itself (a context without a
+    handle or a future) is logged only; silent once the execution is over (tasks of aborted
     executions die later)."""
 
     def __init__(self) -> None:
@@ -492,8 +493,12 @@ class _Handler:
         if not isinstance(exc, BaseException) or isinstance(exc, asyncio.CancelledError):
             return
         if fut is None:
+            # asyncio's own report of a callback that raised names its handle; a context the
+            # program reports itself (aiojobs' failed job: loop.call_exception_handler) is a
+            # log line on the stock loop, as it is here, not a failure
             handle = context.get("handle")
-            self.callback_errors.append((getattr(handle, "_callback", None), exc))
+            if handle is not None:
+                self.callback_errors.append((getattr(handle, "_callback", None), exc))
         else:
             self.unretrieved.append((fut, exc))
 

@@ -35,6 +35,7 @@ import importlib.util
 import itertools
 import os
 import random
+import re
 import site
 import sys
 import sysconfig
@@ -479,8 +480,9 @@ def activate(
     on ``sys.meta_path`` and takes out of ``sys.modules`` every uninstrumented in-scope module
     of a top-level package the file reaches, or of `also` (so the program's imports load them
     again, instrumented).  Undo with :meth:`Activation.restore`."""
-    tops = reached_packages(str(filename), scope) | {n.partition(".")[0] for n in also}
     real = os.path.realpath(filename)
+    tops = reached_packages(str(filename), scope, package_of(Path(real)))
+    tops |= {n.partition(".")[0] for n in also}
     saved: dict[str, ModuleType] = {}
     for name, mod in list(sys.modules.items()):
         if mod is None or name == "__main__" or is_instrumented(mod):
@@ -570,6 +572,30 @@ def uninstrumented_modules(files: Iterable[str]) -> list[str]:
 _dir_finders: dict[str, CaptureFinder] = {}
 
 
+_RELATIVE_IMPORT = re.compile(rb"^[ \t]*from[ \t]+\.", re.MULTILINE)
+
+
+def package_of(real: Path) -> str:
+    """The dotted name of the package a file's directory is (``__init__.py`` up to the first
+    directory without one), as pytest's rootdir-based import names it; "" outside one."""
+    parts: list[str] = []
+    d = real.parent
+    while (d / "__init__.py").is_file() and d.name.isidentifier() and d.parent != d:
+        parts.append(d.name)
+        d = d.parent
+    return ".".join(reversed(parts))
+
+
+def _package_prefix(real: Path, data: bytes) -> str:
+    """``"pkg.sub."`` for a file with relative imports (``from .conftest import x``) in a
+    package directory, as pytest names such a test module; else ``""``, a top-level module
+    named after the file."""
+    if not _RELATIVE_IMPORT.search(data):
+        return ""
+    package = package_of(real)
+    return f"{package}." if package else ""
+
+
 def load_file(
     path: str | os.PathLike[str], module_name: str | None = None, *, siblings: bool = True
 ) -> ModuleType:
@@ -609,7 +635,12 @@ def load_file(
     if siblings and directory not in _dir_finders:
         _dir_finders[directory] = install(paths=[directory])
 
-    name = module_name or real.stem
+    prefix = _package_prefix(real, data) if module_name is None else ""
+    if prefix:  # the package's own parent: where its absolute name is found
+        root = str(real.parents[prefix.count(".")])
+        if root not in sys.path:
+            sys.path.insert(1, root)
+    name = module_name or prefix + real.stem
     existing = sys.modules.get(name)
     if (
         module_name is None

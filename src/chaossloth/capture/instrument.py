@@ -136,6 +136,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import symtable
 from collections import defaultdict
 from collections.abc import Iterable
@@ -1284,8 +1285,28 @@ def instrument_tree(source: str, filename: str) -> ast.Module:
     return Instrumenter(source, filename).run(tree, table)
 
 
+#: instrumented code objects by (file name, digest of the source): a process instruments the
+#: same files again for every program it loads (the pytest plugin: every explored test), and a
+#: code object is immutable; site ids are process-wide (sites.register), so a cached code
+#: object names the same sites as a fresh compile.  Bounded: the oldest entries go first.
+_CODE_CACHE: dict[tuple[str, bytes], Any] = {}
+CODE_CACHE_SIZE = 4096
+
+
 def compile_instrumented(source: str | bytes, filename: str) -> Any:
     """The code object of the instrumented module (raises SyntaxError like compile())."""
+    raw = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+    key = (filename, hashlib.blake2b(raw, digest_size=16).digest())
+    code = _CODE_CACHE.get(key)
+    if code is None:
+        code = _compile_instrumented(source, filename)
+        if len(_CODE_CACHE) >= CODE_CACHE_SIZE:
+            del _CODE_CACHE[next(iter(_CODE_CACHE))]
+        _CODE_CACHE[key] = code
+    return code
+
+
+def _compile_instrumented(source: str | bytes, filename: str) -> Any:
     if isinstance(source, bytes):
         import io
         import tokenize
