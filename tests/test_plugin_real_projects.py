@@ -546,6 +546,19 @@ class TestOuter:
             s = Service(locked=True)
             await asyncio.gather(s.handle("b"), s.handle("b"))
             assert s.cache.loads == 1
+
+
+class _ServiceMixin:
+    locked = None  # set by each test class: the method runs on the collected class
+
+    async def test_inherited(self):
+        s = Service(locked=self.locked)
+        await asyncio.gather(s.handle("c"), s.handle("c"))
+        assert s.cache.loads == 1
+
+
+class TestMixedLocked(_ServiceMixin):
+    locked = True
 """
 
 
@@ -553,12 +566,17 @@ def test_methods_of_test_classes_are_explored(project: Path) -> None:
     _write(project / "tests" / "test_classes.py", TEST_CLASSES)
     out, rc = _pytest(project, "-o", "asyncio_mode=auto", "--chaossloth", "tests/test_classes.py")
     assert rc == 1, out
-    assert "1 failed, 3 passed" in out, out
+    assert "1 failed, 4 passed" in out, out
     racy = _section(out, "TestService.test_racy")
     assert "check-then-act" in racy and THREE_LINES[0] in racy, racy
     assert "pytest 'tests/test_classes.py::TestService::test_racy'" in racy, racy
     summary = _summary(out)
-    for name in ("test_locked", "test_fixture_bound_to_the_instance", "TestNested::test_nested"):
+    for name in (
+        "test_locked",
+        "test_fixture_bound_to_the_instance",
+        "TestNested::test_nested",
+        "TestMixedLocked::test_inherited",
+    ):
         assert re.search(rf"{name}: passed, \d+ executions, complete", summary), summary
     assert "module level" not in out, out
 
