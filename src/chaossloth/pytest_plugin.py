@@ -532,15 +532,6 @@ def _class_path(fn: Any) -> list[str]:
     return str(getattr(fn, "__qualname__", "")).split(".")[:-1]
 
 
-def _member(owner: Any, name: str) -> Any:
-    """`name` as defined in a module, or in a class or the first of its bases defining it
-    (undecorated: never a descriptor's bound result)."""
-    for k in owner.__mro__ if isinstance(owner, type) else (owner,):
-        if name in vars(k):
-            return vars(k)[name]
-    return None
-
-
 def _counterpart(value: Any, modules: Mapping[Path, ModuleType]) -> Any:
     """A shared immutable value as the instrumented program sees it: an Enum member of a
     module that runs instrumented is the same member of the instrumented copy of its class
@@ -657,8 +648,9 @@ def check_function(
     if not inspect.iscoroutinefunction(fn):
         raise InputError("a scenario must be an async def")
     # a method inherited from a base class in another file runs on the class collected here
-    path = str(item.path) if item is not None and item.cls is not None else None
-    path = path or inspect.getsourcefile(fn)
+    path = (
+        str(item.path) if item is not None and item.cls is not None else inspect.getsourcefile(fn)
+    )
     if path is None:
         raise InputError(f"cannot find the source file of {fn.__qualname__}")
     if "<locals>" in fn.__qualname__ or ("." in fn.__qualname__ and item is None):
@@ -705,7 +697,9 @@ def _program_with_fixtures(
         cls = owner if isinstance(owner, type) else None
         if class_path and cls is None:
             raise InputError(f"{path}: no class {'.'.join(class_path)} in the instrumented module")
-        test = _original_test(_member(owner, fn.__name__)) if owner is not None else None
+        # as the class or module defines it (a base class's, for an inherited method), unbound
+        raw = inspect.getattr_static(owner, fn.__name__, None) if owner is not None else None
+        test = _original_test(raw)
         if not inspect.iscoroutinefunction(test):
             raise InputError(f"{path}: no async def {fn.__qualname__} in the instrumented module")
         plan.bind(module)
