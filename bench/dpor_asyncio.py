@@ -15,6 +15,10 @@ Workloads (real asyncio code, loaded through the capture instrumentation):
   lock       four jobs behind one ``asyncio.Lock``, each a read, an ``await asyncio.sleep(0)``
              and a write of one shared counter inside it
 
+Every job yields once before its first operation: asyncio starts tasks in the order they were
+created, so without it the jobs' first operations would run in gather's order only, which the
+model (any interleaving) does not know; after that yield the jobs' steps float, as the model's.
+
 Per workload: DPOR's executions (and whether it completed), brute force's (the ``exhaustive``
 strategy: every schedule), and the model's distinct orders.  Each exploration is capped at
 ``--budget`` executions; a row that hits it says "budget hit" (its count is a lower bound).
@@ -63,6 +67,7 @@ class Shared:
 
 
 async def semaphore_job(s, sem):
+    await asyncio.sleep(0)  # the job's own work first
     async with sem:
         await asyncio.sleep(0)
         s.n = s.n + 1  # the critical section: one step
@@ -76,16 +81,19 @@ async def semaphore():
 
 
 async def produce(q1):
+    await asyncio.sleep(0)  # the job's own work first
     for i in range(2):
         await q1.put(i)
 
 
 async def forward(q1, q2):
+    await asyncio.sleep(0)  # the job's own work first
     for _ in range(2):
         await q2.put(await q1.get())
 
 
 async def sink(q2, s):
+    await asyncio.sleep(0)  # the job's own work first
     for _ in range(2):
         s.items.append(await q2.get())
 
@@ -98,11 +106,13 @@ async def pipeline():
 
 
 async def event_set(s, ev):
+    await asyncio.sleep(0)  # the job's own work first
     s.n = 42
     ev.set()
 
 
 async def event_wait(s, ev):
+    await asyncio.sleep(0)  # the job's own work first
     await ev.wait()
     return s.n
 
@@ -115,12 +125,14 @@ async def event():
 
 
 async def cond_take(s, cond):
+    await asyncio.sleep(0)  # the job's own work first
     async with cond:
         await cond.wait_for(lambda: s.items)
         return s.items.pop()
 
 
 async def cond_give(s, cond):
+    await asyncio.sleep(0)  # the job's own work first
     for i in range(2):
         async with cond:
             s.items.append(i)
@@ -141,6 +153,7 @@ async def fetch(s):
 
 
 async def await_shared(request):
+    await asyncio.sleep(0)  # the job's own work first
     return await request
 
 
@@ -152,6 +165,7 @@ async def awaiters():
 
 
 async def lock_job(s, lock):
+    await asyncio.sleep(0)  # the job's own work first
     async with lock:
         x = s.n
         await asyncio.sleep(0)

@@ -15,6 +15,7 @@ class Counter:
         self.lock = asyncio.Lock()
 
     async def increment(self):
+        await asyncio.sleep(0)  # the caller's own work comes first
         async with self.lock:
             current = self.value
             await asyncio.sleep(0)

@@ -3123,6 +3123,8 @@ cleanup:
 static int record_args(PyObject *f, PyObject *const *args, Py_ssize_t n, PyObject *site);
 
 static int record_constructor(PyTypeObject *t, PyObject *site);
+static PyObject *call_iterating_in_order(PyObject *f, PyObject *const *args, Py_ssize_t npos,
+                                         Py_ssize_t n, PyObject *kwnames, int *done);
 
 /* newcall(f, site, *args, **kw) -> f(*args, **kw), for calls of classes of
  * the instrumented module and of list / dict / set / bytearray.  What is
@@ -3144,7 +3146,9 @@ static PyObject *h_newcall(PyObject *Py_UNUSED(m), PyObject *const *a, size_t na
     if (PyType_Check(f) && record_constructor((PyTypeObject *)f, a[1]) < 0) return NULL;
     int how = fresh_callee(f);
     if (how == NEW_CLASS) return construct((PyTypeObject *)f, a + 2, nargs - 2, kwnames, a[1]);
-    PyObject *r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
+    int done;
+    PyObject *r = call_iterating_in_order(f, a + 2, nargs - 2, n, kwnames, &done);
+    if (!done) r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
     if (r && how == NEW_BUILTIN && Py_IS_TYPE(r, (PyTypeObject *)f) && hooks_ex &&
         record(r, CS_KEY_WHOLE, KIND_WRITE | CS_ID_CREATED, a[1], NULL, NULL) < 0)
         Py_CLEAR(r);
@@ -3748,6 +3752,64 @@ static PyObject *agen_method(PyObject *f, PyObject *recv, PyObject *name, PyObje
     return (PyObject *)p;
 }
 
+static PyObject *set_in_order(PyObject *x, int *none);
+
+/* The positional arguments (a bitmask of the first 32) that f, a builtin
+ * which iterates them in order, reads as iterables: list, tuple, sorted,
+ * enumerate, sum, any, all, min and max of one iterable take their first; zip
+ * every one; map and filter all but the function.  0 for any other callee. */
+static uint32_t iterated_args(PyObject *f, Py_ssize_t npos) {
+    if (npos < 1) return 0;
+    uint32_t all = npos >= 32 ? UINT32_MAX : (UINT32_C(1) << npos) - 1;
+    if (f == (PyObject *)&PyList_Type || f == (PyObject *)&PyTuple_Type ||
+        f == (PyObject *)&PyEnum_Type || is_builtin_named(f, "sorted") ||
+        is_builtin_named(f, "sum") || is_builtin_named(f, "any") || is_builtin_named(f, "all"))
+        return 1;
+    if (npos == 1 && (is_builtin_named(f, "min") || is_builtin_named(f, "max"))) return 1;
+    if (f == (PyObject *)&PyZip_Type) return all;
+    if (f == (PyObject *)&PyMap_Type || f == (PyObject *)&PyFilter_Type) return all & ~UINT32_C(1);
+    return 0;
+}
+
+/* f(*args) where f iterates a set of objects hashed by identity (see
+ * setorder): that argument walked in canonical-id order, as a for loop over
+ * it is, so list(tasks) or sorted(clients, key=...) (ties keep the input's
+ * order) gives the same sequence in every execution of one schedule.  With
+ * *done = 1: f's result, or NULL with an exception; *done = 0 when no
+ * argument is such a set (the caller calls f as is). */
+static PyObject *call_iterating_in_order(PyObject *f, PyObject *const *args, Py_ssize_t npos,
+                                         Py_ssize_t n, PyObject *kwnames, int *done) {
+    *done = 0;
+    uint32_t mask = iterated_args(f, npos);
+    int any = 0;
+    for (Py_ssize_t i = 0; i < npos && i < 32 && !any; i++)
+        any = (mask >> i & 1) && (PySet_CheckExact(args[i]) || PyFrozenSet_CheckExact(args[i])) &&
+              PySet_GET_SIZE(args[i]) > 1;
+    if (!any) return NULL;
+    *done = 1;
+    PyObject **copy = PyMem_Malloc((size_t)n * sizeof *copy);
+    if (!copy) return PyErr_NoMemory();
+    Py_ssize_t made = 0; /* copy[0..made) are new references */
+    PyObject *r = NULL;
+    for (; made < n; made++) {
+        PyObject *x = args[made];
+        if (made < npos && made < 32 && (mask >> made & 1) &&
+            (PySet_CheckExact(x) || PyFrozenSet_CheckExact(x))) {
+            int none;
+            PyObject *it = set_in_order(x, &none);
+            if (!it && !none) goto cleanup;
+            copy[made] = it ? it : Py_NewRef(x);
+        } else {
+            copy[made] = Py_NewRef(x);
+        }
+    }
+    r = PyObject_Vectorcall(f, copy, (size_t)npos, kwnames);
+cleanup:
+    for (Py_ssize_t i = 0; i < made; i++) Py_DECREF(copy[i]);
+    PyMem_Free(copy);
+    return r;
+}
+
 /* The shared body of call / callm: records the callee (unless recv_done:
  * the receiver of a method call was recorded by cm) and the arguments, calls,
  * and registers vars(obj)'s result as an alias of obj. */
@@ -3798,7 +3860,13 @@ static PyObject *call_common(PyObject *const *a, size_t nargsf, PyObject *kwname
             record(holder_of(a[2]), CS_KEY_WHOLE, KIND_WRITE, a[1], NULL, NULL) < 0)
             return NULL;
     }
-    PyObject *r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
+    PyObject *r = NULL;
+    int done = 0;
+    if (hooks_ex) {
+        Py_ssize_t n = nargs - 2 + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+        r = call_iterating_in_order(f, a + 2, nargs - 2, n, kwnames, &done);
+    }
+    if (!done) r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
     if (r && vars_of && hooks_ex && add_alias(r, a[2]) < 0) Py_CLEAR(r);
     if (r && hooks_ex) {
         /* anext(agen), agen.asend kept in a variable...: see awaitproxy */

@@ -127,6 +127,8 @@ typedef struct {
     uint8_t kind;   /* 0 unseen in this execution, 1 task, 2 callback */
     /* explorer attached, per execution (see "call_soon FIFO" and "fair polls") */
     uint8_t chain;       /* a chain of call_soon callbacks */
+    uint8_t starter;     /* a task created by a step: its first step is in the FIFO too */
+    uint8_t first_pending; /* starter: its first step has not run yet */
     uint8_t park_read;   /* its next step was parked: that step reads PARK_TAG|actor, enabling */
     uint32_t live;       /* its handles queued and not cancelled */
     int64_t chain_start; /* chain: the event that started it (-1: none, between steps) */
@@ -205,7 +207,8 @@ struct LoopCoreObject {
     /* the tasks whose next step the open step queued, with that handle's creation number */
     cs_actor *woken;
     uint64_t *woken_seq;
-    size_t n_woken, cap_woken, cap_woken_seq;
+    uint8_t *woken_starts;  /* 1: that step also follows the first steps queued before it */
+    size_t n_woken, cap_woken, cap_woken_seq, cap_woken_starts;
     PyObject *cur_task;     /* strong: the task whose step runs now, or NULL */
     HandleObject *requeued; /* strong: that task's next step queued by this step */
     PyObject *counted;      /* strong: the handles a counting closure's step scheduled (a
@@ -628,15 +631,33 @@ static int note_started(LoopCoreObject *self, PyObject *task, HandleObject *h) {
  * follows the chains queued before it (fifo_step_end), and the step's later
  * call_soon callbacks start a chain of their own, which runs after it on the
  * stock loop. */
-static int note_woken(LoopCoreObject *self, cs_actor a, uint64_t seq) {
+static int note_woken(LoopCoreObject *self, cs_actor a, uint64_t seq, int starts) {
     if (!self->in_step) return 0;
     if (self->chain_event == self->cur_event) self->chain_actor = CS_NO_ACTOR;
     if (grow((void **)&self->woken, &self->cap_woken, self->n_woken + 1, sizeof *self->woken) < 0 ||
         grow((void **)&self->woken_seq, &self->cap_woken_seq, self->n_woken + 1,
-             sizeof *self->woken_seq) < 0)
+             sizeof *self->woken_seq) < 0 ||
+        grow((void **)&self->woken_starts, &self->cap_woken_starts, self->n_woken + 1,
+             sizeof *self->woken_starts) < 0)
         return -1;
     self->woken[self->n_woken] = a;
+    self->woken_starts[self->n_woken] = (uint8_t)starts;
     self->woken_seq[self->n_woken++] = seq;
+    return 0;
+}
+
+/* Puts actor a (a chain, or a task whose first step is pending) in the
+ * registration order that later chains and steps follow: registered by the
+ * event `start` (-1: between steps) with handle number `seq`. */
+static int fifo_register(LoopCoreObject *self, cs_actor a, int64_t start, uint64_t seq) {
+    actor_slot *s = &self->actors[a];
+    s->chain_start = start;
+    s->chain_seq = seq;
+    s->chain_last = -1;
+    if (grow((void **)&self->chains, &self->cap_chains, self->n_chains + 1, sizeof *self->chains) <
+        0)
+        return -1;
+    self->chains[self->n_chains++] = a;
     return 0;
 }
 
@@ -647,7 +668,8 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
         a = tmap_find(self, task);
         if (a != CS_NO_ACTOR) {
             h->actor = a;
-            return note_woken(self, a, h->seq);
+            /* a bare yield (the running task requeued) lets the tasks started before run */
+            return note_woken(self, a, h->seq, a == self->cur_actor);
         }
         if (intern_child(self, &a) < 0) return -1;
         actor_slot *s = &self->actors[a];
@@ -660,7 +682,12 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
         s->kind = 1;
         if (tmap_put(self, task, a) < 0) return -1;
         if (note_started(self, task, h) < 0) return -1;
-        if (note_woken(self, a, h->seq) < 0) return -1;
+        if (self->in_step) {
+            /* its first step: after the tasks the program started before it */
+            s->starter = s->first_pending = 1;
+            if (fifo_register(self, a, self->cur_event, h->seq) < 0) return -1;
+        }
+        if (note_woken(self, a, h->seq, 1) < 0) return -1;
     } else if (!h->is_timer && self->chain_actor != CS_NO_ACTOR &&
                self->chain_event == self->cur_event) {
         /* a later call_soon of the step that started the chain: FIFO behind it */
@@ -683,13 +710,8 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
             s->chain = 1;
             s->n_follows = 0;
             /* the chains it follows are known once the step ends (fifo_step_end) */
-            s->chain_start = self->in_step ? self->cur_event : -1;
-            s->chain_seq = h->seq;
-            s->chain_last = -1;
-            if (grow((void **)&self->chains, &self->cap_chains, self->n_chains + 1,
-                     sizeof *self->chains) < 0)
+            if (fifo_register(self, a, self->in_step ? self->cur_event : -1, h->seq) < 0)
                 return -1;
-            self->chains[self->n_chains++] = a;
         }
         if (note_started(self, NULL, h) < 0) return -1;
     }
@@ -751,8 +773,10 @@ int cs_loop_cancel_handle(LoopCoreObject *self, HandleObject *h) {
     if (!self->ex || !was_live || h->actor >= self->n_actors) return 0;
     actor_slot *s = &self->actors[h->actor];
     /* a chain member cancelled is, for its followers, one of its steps */
-    if (s->chain && recording(self) && record_edge(self, CHAIN_TAG | h->actor, CS_ADD) < 0)
+    if ((s->chain || s->first_pending) && recording(self) &&
+        record_edge(self, CHAIN_TAG | h->actor, CS_ADD) < 0)
         return -1;
+    s->first_pending = 0;
     if (s->live && --s->live == 0 && release_member(self, h->actor) < 0) return -1;
     return 0;
 }
@@ -856,7 +880,7 @@ static void clear_execution(LoopCoreObject *self) {
     self->chain_len = 0;
     for (size_t i = 0; i < self->n_actors; i++) {
         actor_slot *s = &self->actors[i];
-        s->chain = s->park_read = 0;
+        s->chain = s->park_read = s->starter = s->first_pending = 0;
         s->live = 0;
         s->chain_start = s->chain_last = -1;
         s->n_follows = s->n_waits = 0;
@@ -939,6 +963,7 @@ static void loop_dealloc(LoopCoreObject *self) {
     PyMem_Free(self->chains);
     PyMem_Free(self->woken);
     PyMem_Free(self->woken_seq);
+    PyMem_Free(self->woken_starts);
     PyMem_Free(self->tmap);
     PyMem_Free(self->choices);
     PyMem_Free(self->site_code);
@@ -1675,7 +1700,11 @@ static int record_counted_future(LoopCoreObject *self, PyObject *future, int was
  * done-callback runs before the wakeup of the task awaiting it; sleep(0) lets
  * the callbacks queued so far run).  A step's call_soon callbacks queued after
  * such a task step start a chain of their own, which follows the earlier one.
- * Task steps still float among themselves.  A superset of the stock loop's
+ * The first step of a task that a step created is in the FIFO too, for the
+ * first steps of tasks created after it and for bare yields: tasks start in
+ * the order they were created, and sleep(0) lets the tasks created before it
+ * start (no await has happened yet: no I/O of unknown latency is involved).
+ * Other task steps still float among themselves.  A superset of the stock loop's
  * orders, which keep every registration order.
  *
  * Fair polls.  A task whose step ends in its poll_limit-th (or later)
@@ -1701,13 +1730,18 @@ static int parked_index(LoopCoreObject *self, cs_actor p) {
     return -1;
 }
 
+/* What a follower of `s` waits for: a chain's queued callbacks, a started task's first step. */
+static int fifo_pending(const actor_slot *s) {
+    return s->chain ? s->live != 0 : s->first_pending;
+}
+
 /* Not offered now: a parked poller, or a chain whose older chains are still queued. */
 static int actor_blocked(LoopCoreObject *self, cs_actor a) {
     if (a >= self->n_actors) return 0;
     const actor_slot *s = &self->actors[a];
     if (s->n_waits) return 1;
     for (size_t k = 0; k < s->n_follows; k++)
-        if (self->actors[s->follows[k]].live) return 1;
+        if (fifo_pending(&self->actors[s->follows[k]])) return 1;
     return 0;
 }
 
@@ -1720,17 +1754,17 @@ static int actor_blocked(LoopCoreObject *self, cs_actor a) {
  * block): in an execution that runs `ev` first it is still queued and blocks,
  * and DPOR must not reverse the two on the strength of an execution where it
  * did not. */
-static int follow_chains(LoopCoreObject *self, cs_actor c, int64_t ev, uint64_t seq) {
+static int follow_chains(LoopCoreObject *self, cs_actor c, int64_t ev, uint64_t seq, int starts) {
     actor_slot *cs = &self->actors[c];
     for (size_t i = 0; i < self->n_chains; i++) {
         cs_actor o = self->chains[i];
         const actor_slot *os = &self->actors[o];
-        if (o == c || !os->chain || os->chain_start < 0) continue;
+        if (o == c || !(os->chain || (starts && os->starter)) || os->chain_start < 0) continue;
         if (os->chain_start == ev ? os->chain_seq >= seq
                                   : !cs_trace_happens_before(self->ex, (size_t)os->chain_start,
                                                              (size_t)ev))
             continue;
-        if (!os->live && os->chain_last >= 0 &&
+        if (!fifo_pending(os) && os->chain_last >= 0 &&
             cs_trace_happens_before(self->ex, (size_t)os->chain_last, (size_t)ev))
             continue;
         if (grow((void **)&cs->follows, &cs->cap_follows, cs->n_follows + 1,
@@ -1745,11 +1779,11 @@ static int fifo_step_end(LoopCoreObject *self, int64_t ev) {
     int rc = 0;
     for (size_t i = self->step_chains; rc == 0 && i < self->n_chains; i++) {
         cs_actor c = self->chains[i];
-        if (self->actors[c].chain_start == ev)
-            rc = follow_chains(self, c, ev, self->actors[c].chain_seq);
+        if (self->actors[c].chain && self->actors[c].chain_start == ev)
+            rc = follow_chains(self, c, ev, self->actors[c].chain_seq, 0);
     }
     for (size_t i = 0; rc == 0 && i < self->n_woken; i++)
-        rc = follow_chains(self, self->woken[i], ev, self->woken_seq[i]);
+        rc = follow_chains(self, self->woken[i], ev, self->woken_seq[i], self->woken_starts[i]);
     self->n_woken = 0;
     self->step_chains = self->n_chains;
     return rc;
@@ -1786,7 +1820,8 @@ static int fair_step_begin(LoopCoreObject *self, cs_actor a) {
     for (size_t k = 0; k < s->n_follows; k++)
         if (record_edge(self, CHAIN_TAG | s->follows[k], CS_READ | CS_ENABLING) < 0) return -1;
     s->n_follows = 0;
-    if (s->chain) {
+    if (s->chain || s->first_pending) {
+        s->first_pending = 0;
         s->chain_last = self->cur_event;
         if (record_edge(self, CHAIN_TAG | a, CS_ADD) < 0) return -1;
     }

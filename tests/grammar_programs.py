@@ -420,6 +420,13 @@ class Program:
     def source(self, shared: str = "gshared") -> str:
         return render_main(self, shared)
 
+    def yielding_first(self) -> Program:
+        """The same tasks, each yielding once (``sleep(0)``) before its first item.  Every
+        asyncio loop starts tasks in the order they were created, so a race that sits in the
+        tasks' first steps is no race at all; after that yield their steps float."""
+        start = ("await", "sleep0")
+        return Program(tuple((start, *t) for t in self.tasks), self.focus)
+
     def describe(self) -> str:
         """The tasks' source (the rest of the module is the fixed PRELUDE and main())."""
         return "\n".join(_task_source(k, t) for k, t in enumerate(self.tasks))

@@ -32,6 +32,30 @@ def grow_while_iterating(s):
 
 def mixed(s):
     return [x for x in s]
+
+def as_list(s):
+    return list(s)
+
+def as_tuple(s):
+    return list(tuple(s))
+
+def by_tie(s):
+    return sorted(s, key=lambda c: 0)
+
+def numbered(s):
+    return [c for _, c in enumerate(s)]
+
+def zipped(s):
+    return [c for c, _ in zip(s, range(1000))]
+
+def mapped(s):
+    return list(map(lambda c: c, s))
+
+def filtered(s):
+    return list(filter(None, s))
+
+def min_of_none(s):
+    return [min(s, key=lambda c: 0)]
 """
 
 
@@ -39,20 +63,48 @@ def _ns() -> dict[str, Any]:
     return exec_source(SOURCE, "/tmp/cs_set_order.py", True, "cs_set_order")
 
 
+def _run_in_canonical_order(call: Any, objs: list[Any]) -> tuple[Any, list[Any]]:
+    """call()'s result in a step of an explored execution, and `objs` sorted by the canonical
+    ids that execution gave them."""
+    ids: dict[int, int] = {}
+
+    def ids_of() -> None:
+        ids.update({id(c): _core.hooks_object_id(c) for c in objs})
+
+    got, _ = run_in_step(call, before_detach=ids_of)
+    return got, sorted(objs, key=lambda c: ids[id(c)])
+
+
 @pytest.mark.parametrize("fn", ["loop_over", "for_loop"])
 def test_a_loop_walks_a_set_of_objects_in_canonical_order(fn: str) -> None:
     ns = _ns()
     clients = [ns["Client"]() for _ in range(40)]
     s = set(clients)
-    ids: dict[int, int] = {}
-
-    def ids_of() -> None:
-        ids.update({id(c): _core.hooks_object_id(c) for c in clients})
-
-    got, _ = run_in_step(lambda: ns[fn](s), before_detach=ids_of)
+    got, canonical = _run_in_canonical_order(lambda: ns[fn](s), clients)
     assert sorted(got, key=id) == sorted(clients, key=id)  # every item, once
-    assert got == sorted(clients, key=lambda c: ids[id(c)])
+    assert got == canonical
     assert ns[fn](frozenset(s)) == list(frozenset(s))  # no explorer: the set's own order
+
+
+@pytest.mark.parametrize(
+    "fn", ["as_list", "as_tuple", "by_tie", "numbered", "zipped", "mapped", "filtered"]
+)
+def test_a_builtin_that_iterates_a_set_of_objects_walks_it_in_canonical_order(fn: str) -> None:
+    """list(tasks), sorted(clients, key=...) (ties keep the input order), zip, map...: the
+    sequence of a for loop over the set (async-lru's cache_close cancels list(self.__tasks))."""
+    ns = _ns()
+    clients = [ns["Client"]() for _ in range(40)]
+    s = set(clients)
+    got, canonical = _run_in_canonical_order(lambda: ns[fn](s), clients)
+    assert got == canonical
+    assert ns[fn](frozenset(s)) == list(frozenset(s))  # no explorer: the set's own order
+
+
+def test_min_of_a_set_of_objects_with_equal_keys_is_the_first_in_canonical_order() -> None:
+    ns = _ns()
+    clients = [ns["Client"]() for _ in range(10)]
+    got, canonical = _run_in_canonical_order(lambda: ns["min_of_none"](set(clients)), clients)
+    assert got == canonical[:1]
 
 
 def test_a_set_that_changes_size_raises_as_the_set_iterator_does() -> None:

@@ -1,8 +1,10 @@
 """Capture must over-approximate: every implicit access is a dependency DPOR can reverse.
 
 Each construct class of issue 9 has a case: a writer task changes shared state after one await,
-a reader task observes it through the construct under test in its first step (before the
-writer's change in the default order).  Two variants of each program:
+a reader task observes it through the construct under test right after its own first await
+(before the writer's change in the default order).  The reader is created first and yields
+first: every asyncio loop starts tasks in the order they were created, so both first steps run
+before the two steps that race.  Two variants of each program:
 
 - racy: the reader asserts it saw the state before the change.  Brute force ("exhaustive")
   reaches the failing order; DPOR must reach it too, which it can only do if the construct's
@@ -121,6 +123,7 @@ async def read(s):
 
 
 async def checker(s, box, racy):
+    await asyncio.sleep(0)  # lets the writer start: it runs its first step before this one's
     v = await read(s)
     box["v"] = repr(v)
     if racy:
@@ -131,7 +134,7 @@ async def main(box):
 {reset}
     box["expected"] = repr(await read(S()))
     s = S()
-    await asyncio.gather(writer(s), checker(s, box, RACY))
+    await asyncio.gather(checker(s, box, RACY), writer(s))
 """
 
 #: name -> (writer statements, reader statements setting v, reset statements for main); writer
@@ -509,7 +512,10 @@ async def main(box):
     if PRIME and SEPARATE:
         await anext(other)
     lock = asyncio.Lock() if LOCKED else None
-    await asyncio.gather(consume(shared, box, "a", 0, lock), consume(other, box, "b", 1, lock))
+    # locked, a pauses too: a that took the lock in its first step would always take it first
+    # (tasks start in the order they were created)
+    a = consume(shared, box, "a", int(LOCKED), lock)
+    await asyncio.gather(a, consume(other, box, "b", 1, lock))
     box["v"] = (box.get("a"), box.get("b"))
     await shared.aclose()
     await other.aclose()

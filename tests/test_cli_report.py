@@ -121,3 +121,11 @@ def test_timeline_lines_beyond_the_limit_keep_the_marked_steps() -> None:
     assert shown == ["49", "50", "51"]
     folds = [ln for ln in lines if "not shown (away from the finding's lines)" in ln]
     assert [f.strip().split(":")[0] for f in folds] == ["steps 1-48", "steps 52-100"]
+
+
+def test_timeline_lines_keep_a_marked_last_step() -> None:
+    """The marked step is the last one shown: its neighbour after it does not exist."""
+    tl = [_step(n, line=n, hot=n in (1, 100)) for n in range(1, 101)]
+    lines = rp.timeline_lines(tl, limit=10)
+    shown = [ln.split(".")[0].split()[-1] for ln in lines if "Task" in ln]
+    assert shown == ["1", "2", "99", "100"]

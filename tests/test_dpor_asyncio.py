@@ -136,10 +136,12 @@ def _mismatch(prog: Program, a: str, sa: set[Any], b: str, sb: set[Any]) -> str:
 
 # ------------------------------------------------------------------ the harness can fail
 
+#: each worker yields first: tasks start in the order they were created, so without that yield
+#: both would read x in their first steps, before either writes (always the lost update)
 LOST_UPDATE = Program(
     workers=[
-        [("read_attr", "x"), ("sleep0",), ("write_attr", "x", 1)],
-        [("read_attr", "x"), ("sleep0",), ("write_attr", "x", 1)],
+        [("sleep0",), ("read_attr", "x"), ("sleep0",), ("write_attr", "x", 1)],
+        [("sleep0",), ("read_attr", "x"), ("sleep0",), ("write_attr", "x", 1)],
     ]
 )
 
@@ -171,12 +173,15 @@ def test_random_never_reaches_an_outcome_exhaustive_misses(prog: Program) -> Non
 # of the current one: the same attribute of the "same" object no longer conflicts, the task
 # stays asleep, the execution is cut as sleep-set blocked, and its outcomes are never seen,
 # while the exploration still says "complete".  strict=True: these fail loudly once fixed.
-READ_WRITE_RACE = Program(workers=[[("read_attr", "x")], [("write_attr", "x", 1)]])
+READ_WRITE_RACE = Program(
+    workers=[[("sleep0",), ("read_attr", "x")], [("sleep0",), ("write_attr", "x", 1)]]
+)
 
 
 def test_dpor_minimal_read_write_race() -> None:
-    """w0: `v = s.x`; w1: `s.x = v + 1`; no await at all.  Exhaustive reaches w0 seeing 0 and
-    w0 seeing 1; DPOR must too."""
+    """w0: `v = s.x`; w1: `s.x = v + 1`; each after one `await asyncio.sleep(0)` (tasks start
+    in the order they were created: in their first steps w0 always reads first), nothing
+    else.  Exhaustive reaches w0 seeing 0 and w0 seeing 1; DPOR must too."""
     mod = load(READ_WRITE_RACE)
     ex_outs, _ = outcomes(mod, "exhaustive", max_executions=100)
     dp_outs, _ = outcomes(mod, "dpor", max_executions=100)
@@ -532,8 +537,12 @@ def test_a_timer_still_ready_at_the_end_keeps_its_own_clock_advance() -> None:
     assert seen["dpor"] == seen["exhaustive"] == {("ok", "E1", True), ("ok", "E1", False)}
 
 
-#: w0: ``tasks[2].cancel()``; w1: ``tasks[0].cancel()``; w2: nothing
-CROSSED_CANCELS = Program(workers=[[("cancel", 2)], [("cancel", 2)], []])
+#: w0: ``tasks[2].cancel()``; w1: ``tasks[0].cancel()``; w2: nothing; each after a first
+#: ``await asyncio.sleep(0)``: tasks start in the order they were created, so in their first
+#: steps w0 always runs (and cancels w2 before it starts) first; after that yield they float
+CROSSED_CANCELS = Program(
+    workers=[[("sleep0",), ("cancel", 2)], [("sleep0",), ("cancel", 2)], [("sleep0",)]]
+)
 
 
 def test_crossed_cancels_reach_every_outcome() -> None:
@@ -546,7 +555,8 @@ def test_crossed_cancels_reach_every_outcome() -> None:
     using the accesses w0's step made *after* w1 cancelled it (independent of w2), while w0
     run first calls cancel() and conflicts with w2.  A step that read what the racing step
     wrote may branch differently once moved before it: DPOR now takes it as dependent on
-    everything before it in the reversal (cs_config.fixed_step_accesses = 0)."""
+    everything before it in the reversal (cs_config.fixed_step_accesses = 0).  (The workers
+    now yield once first; the steps above are the ones after that yield, which float.)"""
     mod = load(CROSSED_CANCELS)
     ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP)
     dp_outs, dp_res = outcomes(mod, "dpor", max_executions=EXHAUSTIVE_CAP)
@@ -559,16 +569,20 @@ def test_crossed_cancels_reach_every_outcome() -> None:
 
 
 #: w0: ``tasks[1].cancel()`` then reads s.x; w1: ``await asyncio.sleep(0)``;
-#: w2: ``tasks[0].cancel()``
+#: w2: ``tasks[0].cancel()``; each after a first ``await asyncio.sleep(0)`` (as above)
 CANCEL_CHAIN = Program(
-    workers=[[("cancel", 1), ("read_attr", "x")], [("sleep0",)], [("cancel", 1)]]
+    workers=[
+        [("sleep0",), ("cancel", 1), ("read_attr", "x")],
+        [("sleep0",), ("sleep0",)],
+        [("sleep0",), ("cancel", 1)],
+    ]
 )
 
 
 def test_a_cancel_chain_reaches_every_outcome() -> None:
     """Found by the machinery generator after the program above was pinned: the same defect
     in another shape.  The outcome DPOR missed: w1 ends before w0 cancels it and w0 ends
-    before w2 cancels it (both cancel() calls return False)."""
+    before w2 cancels it (both cancel() calls return False), each after its first yield."""
     mod = load(CANCEL_CHAIN)
     ex_outs, ex_res = outcomes(mod, "exhaustive", max_executions=EXHAUSTIVE_CAP)
     dp_outs, dp_res = outcomes(mod, "dpor", max_executions=EXHAUSTIVE_CAP)

@@ -151,12 +151,15 @@ def test_generated_shared_future_programs_reach_what_brute_force_reaches(
 def test_every_pair_of_future_operations_reaches_what_brute_force_reaches() -> None:
     """A job of one or two operations beside a job of one, every such pair on a plain
     future and on a task: an await that blocks beside the operation that completes, cancels
-    or observes the future is where a dependency is easiest to miss."""
+    or observes the future is where a dependency is easiest to miss.  Each job yields first
+    (jobs start in gather's order; after that yield they float)."""
     ops = ["await", "set", "cancel", "done", "callbacks", "plain_cb", "sleep"]
     mismatches = []
-    jobs_of = [[a] for a in ops] + [[a, b] for a, b in itertools.product(ops, repeat=2)]
+    jobs_of = [["sleep", a] for a in ops] + [
+        ["sleep", a, b] for a, b in itertools.product(ops, repeat=2)
+    ]
     for shared in ("future", "task"):
-        for a, b in itertools.product(jobs_of, [[op] for op in ops]):
+        for a, b in itertools.product(jobs_of, [["sleep", op] for op in ops]):
             source = _program(shared, [a, b])
             if (seen := _reached(source))["dpor"] != seen["exhaustive"]:
                 mismatches.append(source)
@@ -175,14 +178,22 @@ def test_an_await_driven_by_hand_is_ordered_with_the_completion() -> None:
         ("future", ["await"]),
     )
     for shared, other in cases:
-        source = _program(shared, [["peek_await"], other])
+        # each job yields first: the jobs start in gather's order, after the shared task's
+        # first step, and that task's next step follows their first steps (its sleep(0) lets
+        # them start); after that yield the steps float
+        source = _program(shared, [["sleep", "peek_await"], ["sleep", *other]])
         seen = _reached(source)
         assert seen["dpor"] == seen["exhaustive"], source
         assert len(seen["dpor"]) >= 2, source
 
 
 def _awaiters(n: int, shared: str) -> str:
-    return _program(shared, [["await"]] * n + ([["sleep", "set"]] if shared == "future" else []))
+    """N jobs that yield once and then await the shared future or task.  Without that yield
+    each await would run in its job's first step, which every asyncio loop runs before the
+    completion (the jobs start in the order gather created them, and the completing step of
+    the task or the setter comes after its own sleep(0), which lets them start)."""
+    awaiter = ["sleep", "await"]
+    return _program(shared, [awaiter] * n + ([["sleep", "set"]] if shared == "future" else []))
 
 
 def test_awaiters_of_one_task_do_not_order_each_other() -> None:

@@ -175,6 +175,7 @@ import asyncio
 
 
 async def job(sem, seen, k):
+    await asyncio.sleep(0)  # the jobs start in gather's order; after this yield they float
     async with sem:
         await asyncio.sleep(0)
     seen.append((k, sem.locked()))
@@ -203,6 +204,7 @@ import asyncio
 
 
 async def release(sem, seen, k):
+    await asyncio.sleep(0)  # the jobs start in gather's order; after this yield they float
     try:
         sem.release()
         seen.append((k, "released"))
@@ -233,12 +235,14 @@ import asyncio
 
 
 async def holder(sem, seen):
+    await asyncio.sleep(0)  # the jobs start in gather's order; after this yield they float
     async with sem:
         await asyncio.sleep(0)
         seen.append("in")
 
 
 async def reader(sem, seen):
+    await asyncio.sleep(0)
     seen.append(("value", sem._value, sem.locked()))
 
 
@@ -306,11 +310,13 @@ class Shared:
 
 
 async def waiter(s, ev):
+    await asyncio.sleep(0)  # the jobs start in gather's order; after this yield they float
     await ev.wait()
     return s.n
 
 
 async def setter(s, ev):
+    await asyncio.sleep(0)
     s.n = 42
     ev.set()
 
@@ -518,12 +524,13 @@ def test_every_pair_of_queue_operations_reaches_what_brute_force_reaches() -> No
     """Every program of two jobs doing one queue operation each, on a FIFO and a LIFO queue,
     unbounded and bounded at one, empty and holding one item: the generated programs above
     rarely draw the plain pairs where a dependency is easiest to miss (a put that lets a
-    get_nowait succeed, with nothing else ordering the two jobs)."""
+    get_nowait succeed, with nothing else ordering the two jobs).  Each job yields first: jobs
+    start in the order gather created them, and after that yield the two operations float."""
     ops = ["put", "put_nowait", "get", "get_nowait", "qsize", "sleep", "task_done"]
     mismatches = []
     for kind, maxsize, prefill in itertools.product(["Queue", "LifoQueue"], [0, 1], [0, 1]):
         for a, b in itertools.product(ops, repeat=2):
-            source = _queue_program(kind, maxsize, prefill, [[a], [b]])
+            source = _queue_program(kind, maxsize, prefill, [["sleep", a], ["sleep", b]])
             seen = _reached(source)
             if seen["dpor"] != seen["exhaustive"]:
                 mismatches.append(source)
@@ -536,7 +543,8 @@ def test_a_put_that_lets_a_second_get_succeed_orders_it() -> None:
     "empty or not" alone left the put and the second get unordered, and DPOR never ran the
     gets first (the second one finding the queue empty)."""
     for first in ("get", "get_nowait"):
-        source = _queue_program("Queue", 0, 1, [["put"], [first, "get_nowait"]])
+        # each job yields first (jobs start in gather's order; after that yield they float)
+        source = _queue_program("Queue", 0, 1, [["sleep", "put"], ["sleep", first, "get_nowait"]])
         seen = _reached(source)
         assert seen["dpor"] == seen["exhaustive"], source
         assert any((1, "empty") in o[2][2][1] for o in seen["dpor"])
@@ -622,12 +630,15 @@ def test_generated_event_programs_reach_what_brute_force_reaches(
 def test_every_pair_of_event_operations_reaches_what_brute_force_reaches() -> None:
     """A job of one or two plain Event operations beside a job of one, every such pair, and
     three-job pulses: the pulse (a set and a clear between a waiter's registration and its
-    wake-up) and a wait that finds the event set are where a dependency is easiest to miss."""
+    wake-up) and a wait that finds the event set are where a dependency is easiest to miss.
+    The pairs' jobs yield first (jobs start in gather's order; after that yield they float)."""
     ops = ["wait", "set", "clear", "is_set", "sleep"]
     mismatches = []
-    jobs_of = [[a] for a in ops] + [[a, b] for a, b in itertools.product(ops, repeat=2)]
+    jobs_of = [["sleep", a] for a in ops] + [
+        ["sleep", a, b] for a, b in itertools.product(ops, repeat=2)
+    ]
     for preset in (False, True):
-        for a, b in itertools.product(jobs_of, [[op] for op in ops]):
+        for a, b in itertools.product(jobs_of, [["sleep", op] for op in ops]):
             source = _event_program(preset, [a, b])
             seen = _reached(source)
             if seen["dpor"] != seen["exhaustive"]:

@@ -186,5 +186,5 @@ def test_a_cause_says_which_two_orders_differ(tmp_path: Path) -> None:
     assert top["causal"] is True and top["pattern"] == "R-W-W"
     assert "In the passing order" in top["text"] and "in the failing order, after it" in top["text"]
     assert "# race" not in r.stdout
-    assert "lu_hit_counter.py:14 `current = self.hits`" in r.stdout
+    assert "lu_hit_counter.py:15 `current = self.hits`" in r.stdout
     assert str(CORPUS) not in r.stdout

@@ -44,9 +44,9 @@ state = {"first": None}
 
 
 async def worker(i):
+    await asyncio.sleep(0)  # the workers start in gather's order; after this yield they float
     if state["first"] is None:
         state["first"] = i
-    await asyncio.sleep(0)
 
 
 async def main():

@@ -53,7 +53,12 @@ class LockedCache(Cache):
             return await super().get(key)
 """
 
+# handle() awaits (the request's own work) before it looks the key up: tasks start in the order
+# they were created, so lookups in the tasks' first steps would run in that order on every loop
+# (the locked cache's gets in one order, the plain one's checks both before either load)
 SERVICE = """
+import asyncio
+
 from myapp.cache import Cache, LockedCache
 
 
@@ -62,6 +67,7 @@ class Service:
         self.cache = LockedCache() if locked else Cache()
 
     async def handle(self, key):
+        await asyncio.sleep(0)  # the request's own work
         return await self.cache.get(key)
 """
 
@@ -135,16 +141,24 @@ async def main():
     assert c.loads == 1, f"loaded {c.loads} times"
 """
 
-# fails in the default order already: the failure runs through extcache's frames
+# fails in the default order already: the failure runs through extcache's frames.  Each get
+# comes after a first yield: the tasks start in the order gather created them, so two gets in
+# their first steps would both miss in every schedule (no passing order to tell the failing
+# one from); after that yield a get can also end before the other one checks
 EXT_FAILS = """
 import asyncio
 
 from extcache import Cache
 
 
+async def get(c):
+    await asyncio.sleep(0)
+    return await c.get("a")
+
+
 async def main():
     c = Cache()
-    await asyncio.gather(c.get("a"), c.get("a"))
+    await asyncio.gather(get(c), get(c))
     assert c.loads == 1, f"loaded {c.loads} times"
 """
 
@@ -312,11 +326,13 @@ def test_failure_through_uninstrumented_code_says_so(project: Path) -> None:
     report, text, rc = _check(project, "tests/scenario_ext_fails.py")
     assert rc == 1, text
     assert report["uninstrumented"] == ["extcache"], text
-    # what the library's coroutines write, seen coarsely (each resumed frame writes what it can
-    # reach, at the line it resumes: ext/hooks.c), orders the two gets; the detail needs the
-    # package instrumented
+    # what the library's coroutines write, seen coarsely (a call into it writes its receiver;
+    # each resumed frame writes what it can reach, at the line it resumes: ext/hooks.c), orders
+    # the two gets; the detail needs the package instrumented
     assert report["hazard"] == "order-violation", text
-    assert "order violation on what extcache.Cache.get reaches" in text, text
+    assert "order violation on c: " in text, text
+    assert "write at ../site/extcache/__init__.py:11 `await asyncio.sleep(0)`" in text, text
+    assert "write what extcache.Cache.get reaches" in text, text
     assert "the failure passes through uninstrumented module extcache" in text, text
     assert "add --instrument extcache" in text, text
 

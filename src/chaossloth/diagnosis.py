@@ -28,7 +28,7 @@ from typing import Any
 from chaossloth import _core
 from chaossloth import report as rp
 from chaossloth.capture import sites as site_registry
-from chaossloth.causes import READ, Access, Cause
+from chaossloth.causes import READ, Access, Cause, accesses_of
 from chaossloth.runner import ExecutionResult, Failure
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -1117,6 +1117,26 @@ def _lines(*roles: tuple[str, rp.Site | None]) -> list[tuple[str, rp.Site]]:
     return out
 
 
+def _pattern_of_swap(
+    trace: Sequence[Any], cause: Cause, pattern_at: dict[tuple[int, int], rp.Finding]
+) -> rp.Finding | None:
+    """The engine pattern that explains a swap: one whose p or c access is in either swapped
+    step, on the object of the cause's own pair first, then on any other object the two steps
+    conflict on (the swap reorders every one of them; a refund's stale balance write and its
+    history append move together, and the balance is what the assertion counts)."""
+    for acc in (cause.before, cause.after):
+        pat = pattern_at.get((acc.event, acc.obj))
+        if pat is not None:
+            return pat
+    for a in accesses_of(trace, cause.before.event):
+        for b in accesses_of(trace, cause.after.event):
+            if a.obj == b.obj and (a.writes or b.writes) and a.overlaps(b):
+                pat = pattern_at.get((a.event, a.obj)) or pattern_at.get((b.event, b.obj))
+                if pat is not None:
+                    return pat
+    return None
+
+
 def cause_findings(
     detailed: Detailed,
     causes: Sequence[Cause],
@@ -1142,12 +1162,10 @@ def cause_findings(
     for cause in causes:
         f = _cause_finding(cause, trace, names, sites, failure, owner)
         if f.pattern == "order" and pattern_at:
-            for acc in (cause.before, cause.after):
-                pat = pattern_at.get((acc.event, acc.obj))
-                if pat is not None:
-                    order = order_sentence(trace, cause, names, sites)
-                    f = dataclasses.replace(pat, text=f"{pat.text} {order}")
-                    break
+            pat = _pattern_of_swap(trace, cause, pattern_at)
+            if pat is not None:
+                order = order_sentence(trace, cause, names, sites)
+                f = dataclasses.replace(pat, text=f"{pat.text} {order}")
         key = (f.hazard, tuple((s.file, s.line) for _role, s in f.lines))
         if key not in seen:
             seen.add(key)

@@ -514,8 +514,8 @@ def timeline_lines(timeline: Sequence[dict[str, Any]], limit: int = 40) -> list[
     if len(shown) > limit:
         marked = {i for i in shown if any(a["highlight"] for a in timeline[i]["accesses"])}
         pos = {i: k for k, i in enumerate(shown)}
-        keep = {shown[k] for i in marked for k in (pos[i] - 1, pos[i], pos[i] + 1) if 0 <= k}
-        keep = {i for i in keep if i in pos} or set(shown[:limit])
+        near = (pos[i] + d for i in marked for d in (-1, 0, 1))
+        keep = {shown[k] for k in near if 0 <= k < len(shown)} or set(shown[:limit])
         shown = sorted(keep)[:limit]
     out: list[str] = []
     last = 0  # steps before index `last` are printed or folded

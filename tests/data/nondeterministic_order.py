@@ -11,6 +11,8 @@ ledger: dict[str, int] = {"a": 0, "b": 0, "operations": 0}
 
 
 async def deposit(lock: asyncio.Lock, account: str, amount: int) -> None:
+    # the tasks start in the order gather created them: after this yield their steps float
+    await asyncio.sleep(0)
     async with lock:
         balance = ledger[account]
         await asyncio.sleep(0)

@@ -19,6 +19,7 @@ class Pipeline:
                 await self.queue.put(item)  # race
 
     async def consume(self, n):
+        await asyncio.sleep(0)  # open the sink
         out = []
         for _ in range(n):
             async with self.lock:  # race

@@ -12,6 +12,7 @@ class Endpoint:
         self.port = 5432
 
     async def failover(self):
+        await asyncio.sleep(0)  # the health check times out
         self.host = "replica"  # race
         await asyncio.sleep(0)  # ask service discovery for the port
         self.port = 6432  # race

@@ -9,6 +9,7 @@ class Ledger:
         self.savings = 100
 
     async def transfer(self, amount):
+        await asyncio.sleep(0)  # authorize the transfer
         self.checking -= amount  # race
         await asyncio.sleep(0)  # write the journal entry
         self.savings += amount  # race

@@ -10,11 +10,13 @@ class Mailbox:
         self.items = []
 
     async def put(self, item):
+        await asyncio.sleep(0)  # build the job
         async with self.cond:
             self.items.append(item)
             self.cond.notify()  # race
 
     async def get(self):
+        await asyncio.sleep(0)  # register with the dispatcher
         async with self.cond:
             await self.cond.wait()  # race
             return self.items.pop(0)

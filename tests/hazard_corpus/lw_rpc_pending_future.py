@@ -25,6 +25,7 @@ class RpcClient:
         return await fut  # race
 
     async def dispatch_one(self):
+        await asyncio.sleep(0)  # wait for the connection to open
         req_id = await self.transport.outbox.get()
         fut = self.pending.pop(req_id, None)  # race
         if fut is not None:

@@ -10,6 +10,7 @@ stats = {"requests": 0, "errors": 0}
 
 async def request(pool, path):
     stats["requests"] += 1
+    await asyncio.sleep(0)  # read the request body
     try:
         conn = await pool.acquire()
     except RuntimeError:

@@ -9,6 +9,7 @@ served = {"count": 0}
 
 
 async def client(pool, name):
+    await asyncio.sleep(0)  # accept the caller's connection
     if pool.has_idle():
         await asyncio.sleep(0)  # build the request first
         conn = pool.take()

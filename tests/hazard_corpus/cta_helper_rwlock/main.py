@@ -9,6 +9,7 @@ inside = {"writers": 0, "max": 0}
 
 
 async def write(lock, doc, text):
+    await asyncio.sleep(0)  # render the text
     await lock.acquire_write()
     try:
         inside["writers"] += 1

@@ -14,8 +14,13 @@ async def load(key):
     return key * 10
 
 
+async def serve(cache, key):
+    await asyncio.sleep(0)  # parse the request
+    return await cache.get(key)
+
+
 async def two_misses():
     cache = LRUCache(load)
-    results = await asyncio.gather(cache.get("a"), cache.get("b"))
+    results = await asyncio.gather(serve(cache, "a"), serve(cache, "b"))
     expected = sum(len(v) for v in results)
     assert cache.used == expected, f"used={cache.used}, cached bytes={expected}"

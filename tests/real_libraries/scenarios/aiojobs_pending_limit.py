@@ -46,6 +46,9 @@ async def scenario():
             all_done.set()
 
     async def spawner(i):
+        # a request handler reads its request first: tasks start in creation order, so three
+        # spawns in the handlers' first steps would always come before the first job ran
+        await asyncio.sleep(0)
         await sched.spawn(work(i))
 
     await asyncio.gather(spawner(0), spawner(1), spawner(2))

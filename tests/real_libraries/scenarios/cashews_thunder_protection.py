@@ -38,7 +38,13 @@ async def scenario():
         await asyncio.sleep(0)
         raise Down(k)
 
-    got = await asyncio.gather(fetch(1), fetch(1), return_exceptions=True)
+    async def later(k):
+        await asyncio.sleep(0)  # the second request arrives after some I/O of its own
+        return await fetch(k)
+
+    # tasks start in creation order: a second call that did not await first always finds the
+    # first call's Future and joins it
+    got = await asyncio.gather(fetch(1), later(1), return_exceptions=True)
     assert all(isinstance(g, Down) for g in got), got
     # coalesced (one call) when the second caller came while the first was running
     assert 1 <= len(calls) <= 2
