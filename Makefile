@@ -109,7 +109,7 @@ $(addprefix real-libraries-,$(PYVERSIONS)): real-libraries-%: ext-%
 	@echo "== real-library tier on $$(.venv-$*/bin/python -c 'import sys; print(sys.version.split()[0])')"
 	@rm -f build/real-libs/results-$*.jsonl
 	@CHAOSSLOTH_EXPECT_INSTALLED=1 .venv-$*/bin/python -m pytest -q -n $(TEST_WORKERS) \
-		-m real_libraries tests/test_real_libraries.py
+		-m real_libraries tests/test_real_libraries.py tests/test_real_suites.py
 
 # One interpreter, given by PYTHON (which must have the package installed).
 pytest:

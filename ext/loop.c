@@ -122,7 +122,7 @@ typedef struct LoopCoreObject LoopCoreObject;
 
 typedef struct {
     PyObject *ref;  /* task actor: weakref to the task; callback: description */
-    PyObject *name; /* task actor: description at creation */
+    PyObject *name; /* task actor: its coroutine's __qualname__ at creation (or NULL) */
     uint32_t children;
     uint8_t kind;   /* 0 unseen in this execution, 1 task, 2 callback */
     /* explorer attached, per execution (see "call_soon FIFO" and "fair polls") */
@@ -165,6 +165,10 @@ struct LoopCoreObject {
      * tasks made so far, in creation order (dead ones pruned once the list doubles) */
     PyObject *task_factory, *created;
     Py_ssize_t created_pruned;
+    /* the tasks an explored step ended with an AssertionError (strong, or NULL): the runner
+     * tracks tasks weakly and reports an assertion even when the program swallowed it and
+     * dropped the task (gather(..., return_exceptions=True)) */
+    PyObject *asserted;
 
     /* explorer */
     PyObject *explorer_obj;
@@ -244,7 +248,7 @@ static counting_closure counting_closures[] = {
     {"gather", "_done_callback", "outer", NULL, -1},
 };
 static PyObject *s_coro, *s_cr_await, *s_cr_frame, *s_gi_frame, *s_gi_yieldfrom,
-    *s_call_exception_handler, *s_get_name, *s_check_callback, *s_check_thread,
+    *s_call_exception_handler, *s_check_callback, *s_check_thread,
     *s_foreign_call, *s_loop, *s_qualname, *s_message, *s_exception, *s_handle,
     *s_source_traceback, *s_count;
 
@@ -307,7 +311,6 @@ static int import_asyncio(void) {
     INTERN(s_gi_frame, "gi_frame");
     INTERN(s_gi_yieldfrom, "gi_yieldfrom");
     INTERN(s_call_exception_handler, "call_exception_handler");
-    INTERN(s_get_name, "get_name");
     INTERN(s_check_callback, "_check_callback");
     INTERN(s_check_thread, "_check_thread");
     INTERN(s_foreign_call, "_cs_foreign_call");
@@ -676,7 +679,11 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
         PyObject *wr = PyWeakref_NewRef(task, NULL);
         if (!wr) return -1;
         Py_XSETREF(s->ref, wr);
-        PyObject *nm = PyObject_CallMethodNoArgs(task, s_get_name);
+        /* what it runs, for the report once the task is gone (tasks are not kept alive) */
+        PyObject *coro = PyObject_GetAttr(task, s_coro);
+        PyObject *nm = coro ? PyObject_GetAttr(coro, s_qualname) : NULL;
+        Py_XDECREF(coro);
+        if (nm && !PyUnicode_Check(nm)) Py_CLEAR(nm);
         if (!nm) PyErr_Clear();
         Py_XSETREF(s->name, nm);
         s->kind = 1;
@@ -918,6 +925,7 @@ static int loop_traverse(LoopCoreObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->task_class);
     Py_VISIT(self->task_factory);
     Py_VISIT(self->created);
+    Py_VISIT(self->asserted);
     Py_VISIT(self->current_handle);
     Py_VISIT(self->explorer_obj);
     for (size_t i = 0; i < self->n_actors; i++) {
@@ -937,6 +945,7 @@ static int loop_clear(LoopCoreObject *self) {
     Py_CLEAR(self->task_class);
     Py_CLEAR(self->task_factory);
     Py_CLEAR(self->created);
+    Py_CLEAR(self->asserted);
     Py_CLEAR(self->current_handle);
     Py_CLEAR(self->cur_task);
     Py_CLEAR(self->requeued);
@@ -1644,6 +1653,21 @@ static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, i
     return cs_hooks_record_object(target, CS_WRITE);
 }
 
+/* Holds a task that ended with an AssertionError until the loop dies (see `asserted`).  Its
+ * `_exception` is read as the C Future stores it: exception() would mark it retrieved. */
+static int keep_if_asserted(LoopCoreObject *self, PyObject *task) {
+    PyObject *exc = PyObject_GetAttrString(task, "_exception");
+    if (!exc) {
+        PyErr_Clear(); /* not asyncio's Task: the runner does not track it */
+        return 0;
+    }
+    int asserted = PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_AssertionError);
+    Py_DECREF(exc);
+    if (!asserted) return 0;
+    if (!self->asserted && !(self->asserted = PyList_New(0))) return -1;
+    return PyList_Append(self->asserted, task);
+}
+
 /* After a counting closure's step: its access of (future, "count"), and the handles it
  * scheduled marked to read it, enabling, when the step completed the future by counting. */
 static int record_counted_future(LoopCoreObject *self, PyObject *future, int was_done) {
@@ -1913,6 +1937,7 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
         int done = cs_loop_future_is_done(task);
         if (done < 0) rc = -1;
         else if (done) rc = cs_hooks_record_task(task, CS_WRITE);
+        if (rc == 0 && done) rc = keep_if_asserted(self, task);
     }
     Py_CLEAR(self->counted);
     Py_CLEAR(counted);

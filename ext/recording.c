@@ -9,9 +9,10 @@
  *   flags & RECORD_AFTER: the access is recorded after the call (__init__: the
  *                         object is named by the step that made it once it
  *                         exists as a future, CS_ID_CREATED in `kind`);
- *   flags & TRACK:        after the call, the instance is appended to the list
- *                         bound to "tracker" in `tracker_ns` when there is one
- *                         (the runner's tracked tasks of one execution).
+ *   flags & TRACK:        after the call, a weak reference to the instance is
+ *                         appended to the list bound to "tracker" in `tracker_ns`
+ *                         when there is one (the runner's tracked tasks of one
+ *                         execution).
  *
  *   flags & COMPLETES:    (set_result, set_exception, a Future's cancel) a call that
  *                         finds the future pending and leaves it done records its
@@ -79,7 +80,14 @@ static int track(RecordingMethod *m, PyObject *self) {
         PyErr_SetString(PyExc_TypeError, "sync.tracker must be a list or None");
         return -1;
     }
-    return PyList_Append(list, self);
+    /* weakly: a finished task is freed as on the stock loop (with its exception, its
+     * traceback and the frames' locals), so code that checks what is left alive (a test's
+     * gc.get_objects(), a weakref to a task) sees what it sees there */
+    PyObject *ref = PyWeakref_NewRef(self, NULL);
+    if (!ref) return -1;
+    int rc = PyList_Append(list, ref);
+    Py_DECREF(ref);
+    return rc;
 }
 
 /* (future, site) pairs: the futures awaits of the open step found pending, not yet matched

@@ -54,8 +54,11 @@ def test_a_recording_task_joins_the_tracker_and_behaves_as_a_c_task() -> None:
         await asyncio.sleep(0)
         return 7
 
+    kept: list[Any] = []
+
     async def main() -> tuple[int, bool]:
         t = sync.RecordingTask(child())
+        kept.append(t)
         fut = sync.RecordingFuture()
         asyncio.get_running_loop().call_soon(fut.set_result, "x")
         got = await fut
@@ -67,5 +70,8 @@ def test_a_recording_task_joins_the_tracker_and_behaves_as_a_c_task() -> None:
         assert asyncio.run(main()) == (7, True)
     finally:
         sync.tracker = None
-    assert len(tracked) == 1 and isinstance(tracked[0], asyncio.Task)
-    assert tracked[0].result() == 7
+    # the tracker holds it weakly: alive while the program holds it, freed once it does not
+    assert len(tracked) == 1 and tracked[0]() is kept[0] and isinstance(kept[0], asyncio.Task)
+    assert kept[0].result() == 7
+    kept.clear()
+    assert tracked[0]() is None

@@ -207,6 +207,45 @@ CASES: dict[str, str] = {
                 counts.append(len(live))
             return counts
     """,
+    # async-lru's test_alru_exception_reference_cleanup: what a failed task's frame held is
+    # freed once the task is, which the runner must not delay by tracking its tasks
+    "failed_task_frees_its_locals": """
+        import asyncio
+        import gc
+
+
+        class Payload:
+            pass
+
+
+        async def fails(i):
+            _ = Payload()
+            1 / 0
+
+
+        async def main():
+            await asyncio.gather(*[fails(i) for i in range(3)], return_exceptions=True)
+            await asyncio.sleep(0)
+            gc.collect()
+            return sum(isinstance(o, Payload) for o in gc.get_objects())
+    """,
+    "finished_task_dies": """
+        import asyncio
+        import weakref
+
+
+        async def work():
+            return 1
+
+
+        async def main():
+            t = asyncio.get_running_loop().create_task(work())
+            ref = weakref.ref(t)
+            await t
+            del t
+            await asyncio.sleep(0)
+            return ref() is None
+    """,
 }
 
 #: cases that fail today, and why (strict: they turn red when fixed)

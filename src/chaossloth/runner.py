@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from array import array
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -449,6 +450,14 @@ class _ModuleTable:
 # ------------------------------------------------------------------ the environment
 
 
+def _alive(tasks: list[weakref.ref[Any]]) -> list[Any]:
+    """The execution's tracked tasks still alive, in creation order.  They are tracked weakly:
+    a finished task the program dropped is freed as on the stock loop; one that ended with an
+    AssertionError is held by its loop (ext/loop.c, `asserted`) so that the assertion is
+    reported even when the program swallowed it."""
+    return [t for ref in tasks if (t := ref()) is not None]
+
+
 def _task_actors(loop: Any) -> dict[int, int]:
     """id(task or future) -> its actor id, for the loop's running execution."""
     return {id(v): a for a, v in loop._cs_actors().items() if asyncio.isfuture(v)}
@@ -463,8 +472,8 @@ _tracking_classes: dict[type, type] = {}
 
 def _tracking_task_class(base: type) -> type:
     """A subclass of `base` (a sync.RecordingTask) whose tasks the runner tracks: RecordingTask
-    appends every task to ``sync.tracker``, which run() sets to the execution's list.  The
-    subclass adds nothing but its name, which task reprs show."""
+    appends a weak reference to every task to ``sync.tracker``, which run() sets to the
+    execution's list.  The subclass adds nothing but its name, which task reprs show."""
     cls = _tracking_classes.get(base)
     if cls is None:
         cls = type(f"Tracked{base.__name__}", (base,), {})
@@ -664,15 +673,17 @@ class _Names:
         for a, v in loop._cs_actors().items():
             if a in self.descriptions:
                 continue
-            if self.kinds.get(a) == "Task" or asyncio.isfuture(v):
+            if isinstance(v, str):
+                # a callback's description, or what a task that is gone ran (the loop keeps
+                # its coroutine's __qualname__)
+                self.descriptions[a] = v
+            elif self.kinds.get(a) == "Task" or asyncio.isfuture(v):
                 # a task: its coroutine's name (its asyncio name "Task-N" counts tasks over
                 # the whole process, so it differs between executions)
                 coro = v.get_coro() if hasattr(v, "get_coro") else None
                 qual = getattr(coro, "__qualname__", None)
                 if qual:
                     self.descriptions[a] = str(qual)
-            elif isinstance(v, str):
-                self.descriptions[a] = v
             else:
                 self.descriptions[a] = _describe_callback(v)
 
@@ -811,7 +822,7 @@ class _Driver:
 
     def run(self, index: int, *, detailed: bool) -> ExecutionResult:
         """Runs one execution (explorer.begin() has returned True)."""
-        tasks: list[Any] = []
+        tasks: list[weakref.ref[Any]] = []
         sync.tracker = tasks
         try:
             with watched():
@@ -829,7 +840,7 @@ class _Driver:
         finally:
             sync.tracker = None
 
-    def _run(self, index: int, detailed: bool, tasks: list[Any]) -> ExecutionResult:
+    def _run(self, index: int, detailed: bool, tasks: list[weakref.ref[Any]]) -> ExecutionResult:
         ex = self.explorer
         loop = self._new_loop()
         handler = _Handler()
@@ -860,13 +871,13 @@ class _Driver:
             if failure is None and not aborted:
                 # asyncio.run: cancel what the scenario left behind, let it finish.
                 try:
-                    self._cancel_leftovers(loop, tasks)
+                    self._cancel_leftovers(loop, _alive(tasks))
                 except BaseException as exc:
                     failure, aborted, divergence = self._classify(exc, None, loop)
                     if not aborted and failure is None:
                         raise
             if failure is None and not aborted:
-                failure = self._scan_tasks(tasks, handler, loop)
+                failure = self._scan_tasks(_alive(tasks), handler, loop)
             if failure is None and not aborted and handler.callback_errors:
                 failure = _callback_error_failure(handler.callback_errors)
             elif failure is not None and failure.kind in ("deadlock", "livelock"):
@@ -877,7 +888,7 @@ class _Driver:
                         "a callback raised (asyncio logged it and went on)",
                         "callback_errors",
                     )
-                died = self._failed_tasks(tasks, handler, loop, assertions=False)
+                died = self._failed_tasks(_alive(tasks), handler, loop, assertions=False)
                 if died:
                     _note_errors_before(
                         failure,
@@ -891,7 +902,7 @@ class _Driver:
             finally:
                 handler.active = False
                 close_suspended_asyncgens(loop)  # first: closing a task may free one
-                self._close_leftovers(tasks)
+                self._close_leftovers(_alive(tasks))
                 undo()
                 asyncio.set_event_loop(old_loop)
         sched = ex.schedule()
@@ -1054,7 +1065,7 @@ class _Driver:
         # after them): all_tasks() iterates a WeakSet, whose order follows addresses, and the
         # order of the cancellations is the order their steps become ready
         if compat.registered_task_count() == len(tasks):
-            # the tracked tasks are alive (held by `tasks`) and registered, so asyncio's
+            # the live tracked tasks are all the registered ones, so asyncio's
             # registries hold them and nothing else: all_tasks() would find them, in any order
             done = _CFuture.done
             pending = [t for t in tasks if not done(t) and t._loop is loop]

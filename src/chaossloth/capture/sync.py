@@ -722,9 +722,10 @@ def _exit_recorded(cm: Any, site: int, protocol: int) -> Any:
 _core.set_cx_exit_maker(_exit_recorded)
 
 
-#: when a list: every RecordingTask created is appended to it (strongly held), so that the end
-#: of an execution can judge each of its tasks even if the program dropped it (the runner sets
-#: it for the time of one execution)
+#: when a list: a weak reference to every RecordingTask created is appended to it, so that the
+#: end of an execution can judge each of its tasks still alive, in creation order, while a task
+#: the program dropped is freed as on the stock loop (the runner sets it for the time of one
+#: execution; the loop holds a task that ended with an AssertionError)
 tracker: list[Any] | None = None
 
 
@@ -810,7 +811,7 @@ class RecordingTask(_CTask):  # type: ignore[misc, valid-type]
     its completion run inside the C Task, where no Python method sees them: the loop core
     records them for every task step (ext/loop.c, explorer_step: a read of the task's state
     key when the step begins, its completion when the step completes it).  A task made while
-    ``tracker`` is a list is appended to it."""
+    ``tracker`` is a list is appended to it, weakly."""
 
     __init__ = _M(
         _CTask.__init__, W | CREATED, _T["create"], _core.RECORD_AFTER | _core.TRACK, globals()

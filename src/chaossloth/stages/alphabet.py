@@ -31,47 +31,61 @@ class Alphabet:
 def count(trace: list[Any]) -> dict[str, int]:
     """Stage 2's numbers from one execution's trace.
 
-    Accesses are grouped by object and key, each key's reads apart from its writes, so the
-    dependent pairs are found from the writes only: a write of key k pairs with every access of
-    k and of the whole object, a whole-object write also with every read of any key.  Reads
-    never pair with reads, so the cost is the number of accesses plus the (access-level)
-    dependent pairs, not the square of the accesses of a shared object (the N tasks that all
-    read one global or one attribute)."""
+    Two steps of different actors are dependent when they access overlapping resources (one
+    object, equal keys or either key whole) and one of the accesses writes.  Each resource keeps
+    two sets of steps as bit masks (Python ints): the steps that write it and the steps that
+    access it, and each object the unions of those over its keys.  A step's dependents are then
+    the union of the masks its accesses select (a read: the writers of its key and of the whole
+    object, or of any key for a whole read; a write: the accessors likewise), less its actor's
+    own steps; each dependent pair is found once from each end.  The cost is the accesses times
+    the trace's length in words, never the accesses of a shared object squared (a thousand tasks
+    that all write one counter, or touch every key of one cache)."""
     whole = int(_core.KEY_WHOLE)
     read = int(_core.READ)
-    Acc = tuple[int, int]  # (event index, actor)
-    # object -> key -> (reads, writes), in trace order
-    by_object: dict[int, dict[int, tuple[list[Acc], list[Acc]]]] = {}
+    # object -> key -> [writers, accessors] (masks of step indexes)
+    masks: dict[int, dict[int, list[int]]] = {}
+    by_actor: dict[int, int] = {}
     n_acc = 0
     for i, ev in enumerate(trace):
+        bit = 1 << i
+        by_actor[ev.actor] = by_actor.get(ev.actor, 0) | bit
         for obj, key, kind, _site_id in ev.accesses:
-            reads, writes = by_object.setdefault(obj, {}).setdefault(key, ([], []))
-            (reads if kind == read else writes).append((i, ev.actor))
+            m = masks.setdefault(obj, {}).setdefault(key, [0, 0])
+            if kind != read:
+                m[0] |= bit
+            m[1] |= bit
             n_acc += 1
-    dependent: set[tuple[int, int]] = set()
-
-    def pair(xs: list[Acc], ys: list[Acc]) -> None:
-        for i, a in xs:
-            for j, b in ys:
-                if a != b and i != j:
-                    dependent.add((i, j) if i < j else (j, i))
-
-    n_resources = 0
-    for keys in by_object.values():
-        n_resources += len(keys)
-        whole_reads, whole_writes = keys.get(whole, ([], []))
-        for key, (reads, writes) in keys.items():
-            pair(writes, reads)
-            pair(writes, writes)
-            if key != whole:
-                pair(writes, whole_reads)
-                pair(writes, whole_writes)
-                pair(whole_writes, reads)
-    actors = {ev.actor for ev in trace}
+    # object -> [writers of any key, accessors of any key]
+    any_key = {
+        obj: [_union(m[0] for m in keys.values()), _union(m[1] for m in keys.values())]
+        for obj, keys in masks.items()
+    }
+    twice = 0  # each dependent pair counted from both of its steps
+    for i, ev in enumerate(trace):
+        deps = 0
+        for obj, key, kind, _site_id in ev.accesses:
+            keys = masks[obj]
+            side = 1 if kind != read else 0  # a write meets accessors, a read meets writers
+            if key == whole:
+                deps |= any_key[obj][side]
+            else:
+                deps |= keys[key][side] | keys.get(whole, _NONE)[side]
+        twice += (deps & ~by_actor[ev.actor]).bit_count()
+    n_resources = sum(len(keys) for keys in masks.values())
     return {
         "events": len(trace),
-        "actors": len(actors),
+        "actors": len(by_actor),
         "accesses": n_acc,
         "resources": n_resources,
-        "dependent_pairs": len(dependent),
+        "dependent_pairs": twice // 2,
     }
+
+
+_NONE = (0, 0)
+
+
+def _union(xs: Any) -> int:
+    out = 0
+    for x in xs:
+        out |= x
+    return out
