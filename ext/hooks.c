@@ -3780,12 +3780,14 @@ static uint32_t iterated_args(PyObject *f, Py_ssize_t npos) {
 static PyObject *call_iterating_in_order(PyObject *f, PyObject *const *args, Py_ssize_t npos,
                                          Py_ssize_t n, PyObject *kwnames, int *done) {
     *done = 0;
-    uint32_t mask = iterated_args(f, npos);
-    int any = 0;
-    for (Py_ssize_t i = 0; i < npos && i < 32 && !any; i++)
-        any = (mask >> i & 1) && (PySet_CheckExact(args[i]) || PyFrozenSet_CheckExact(args[i])) &&
-              PySet_GET_SIZE(args[i]) > 1;
-    if (!any) return NULL;
+    /* the type checks first: the callee's name is compared only when a set is passed */
+    uint32_t sets = 0;
+    for (Py_ssize_t i = 0; i < npos && i < 32; i++)
+        if ((PySet_CheckExact(args[i]) || PyFrozenSet_CheckExact(args[i])) &&
+            PySet_GET_SIZE(args[i]) > 1)
+            sets |= UINT32_C(1) << i;
+    uint32_t mask = sets ? sets & iterated_args(f, npos) : 0;
+    if (!mask) return NULL;
     *done = 1;
     PyObject **copy = PyMem_Malloc((size_t)n * sizeof *copy);
     if (!copy) return PyErr_NoMemory();
@@ -3793,8 +3795,7 @@ static PyObject *call_iterating_in_order(PyObject *f, PyObject *const *args, Py_
     PyObject *r = NULL;
     for (; made < n; made++) {
         PyObject *x = args[made];
-        if (made < npos && made < 32 && (mask >> made & 1) &&
-            (PySet_CheckExact(x) || PyFrozenSet_CheckExact(x))) {
+        if (made < 32 && (mask >> made & 1)) {
             int none;
             PyObject *it = set_in_order(x, &none);
             if (!it && !none) goto cleanup;
@@ -3822,8 +3823,8 @@ static PyObject *call_common(PyObject *const *a, size_t nargsf, PyObject *kwname
     }
     PyObject *f = a[0];
     int vars_of = 0;
+    Py_ssize_t n = nargs - 2 + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     if (hooks_ex) {
-        Py_ssize_t n = nargs - 2 + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
         if (!recv_done && record_callee(f, a[1], 0) < 0) return NULL;
         if (registers_finalizer(f) && n >= 2 && nargs >= 3) {
             id_slot *sl = id_find(a[2]); /* named by record_callee/record_args */
@@ -3862,10 +3863,7 @@ static PyObject *call_common(PyObject *const *a, size_t nargsf, PyObject *kwname
     }
     PyObject *r = NULL;
     int done = 0;
-    if (hooks_ex) {
-        Py_ssize_t n = nargs - 2 + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
-        r = call_iterating_in_order(f, a + 2, nargs - 2, n, kwnames, &done);
-    }
+    if (hooks_ex) r = call_iterating_in_order(f, a + 2, nargs - 2, n, kwnames, &done);
     if (!done) r = PyObject_Vectorcall(f, a + 2, (size_t)(nargs - 2), kwnames);
     if (r && vars_of && hooks_ex && add_alias(r, a[2]) < 0) Py_CLEAR(r);
     if (r && hooks_ex) {

@@ -1653,14 +1653,18 @@ static int record_shared_state(PyObject *cb, int depth, PyObject **future_out, i
     return cs_hooks_record_object(target, CS_WRITE);
 }
 
-/* Holds a task that ended with an AssertionError until the loop dies (see `asserted`).  Its
- * `_exception` is read as the C Future stores it: exception() would mark it retrieved. */
+/* A done future's exception as the C Future stores it (`_exception`: exception() would
+ * mark it retrieved), a new reference; NULL, no error set, when it has none to read. */
+static PyObject *stored_exception(PyObject *future) {
+    PyObject *exc = PyObject_GetAttrString(future, "_exception");
+    if (!exc) PyErr_Clear();
+    return exc;
+}
+
+/* Holds a task that ended with an AssertionError until the loop dies (see `asserted`). */
 static int keep_if_asserted(LoopCoreObject *self, PyObject *task) {
-    PyObject *exc = PyObject_GetAttrString(task, "_exception");
-    if (!exc) {
-        PyErr_Clear(); /* not asyncio's Task: the runner does not track it */
-        return 0;
-    }
+    PyObject *exc = stored_exception(task);
+    if (!exc) return 0; /* not asyncio's Task: the runner does not track it */
     int asserted = PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_AssertionError);
     Py_DECREF(exc);
     if (!asserted) return 0;
@@ -1679,8 +1683,7 @@ static int record_counted_future(LoopCoreObject *self, PyObject *future, int was
         if (done) {
             /* with a result: by counting (the failure paths set an exception or cancel);
              * unreadable counts as failed */
-            PyObject *exc = PyObject_GetAttrString(future, "_exception");
-            if (!exc) PyErr_Clear();
+            PyObject *exc = stored_exception(future);
             if (!exc || exc != Py_None) kind = CS_WRITE;
             Py_XDECREF(exc);
             if (kind == CS_ADD) {

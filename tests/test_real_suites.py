@@ -70,14 +70,17 @@ def _sdist_tree(spec: str, dest: Path) -> Path:
     cache = CACHE / "sdists"
     cache.mkdir(parents=True, exist_ok=True)
     name, _, version = spec.partition("==")
-    stem = f"{name.replace('-', '_')}-{version}"
-    found = [p for p in cache.glob("*.tar.gz") if p.name.lower().startswith(stem.lower())]
-    if not found:
+    stem = f"{name.replace('-', '_')}-{version}".lower()
+
+    def cached() -> list[Path]:
+        return [p for p in cache.glob("*.tar.gz") if p.name.lower().startswith(stem)]
+
+    if not cached():
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
         cmd += ["--disable-pip-version-check", "-d", str(cache), spec]
         done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"pip download {spec} failed:\n{done.stderr[-3000:]}"
-        found = [p for p in cache.glob("*.tar.gz") if p.name.lower().startswith(stem.lower())]
+    found = cached()
     assert len(found) == 1, found
     with tarfile.open(found[0]) as tar:
         tar.extractall(dest, filter="data")
