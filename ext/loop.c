@@ -115,7 +115,9 @@
 #define MIN_SCHEDULED_TIMER_HANDLES 100
 #define MIN_CANCELLED_TIMER_HANDLES_FRACTION 0.5
 
-enum { RUN_STOPPED = 0, RUN_IDLE = 1, RUN_FOREIGN = 2 };
+/* RUN_EXTERNAL: nothing is ready and another thread may make something ready (see "External
+ * events"): the front end waits for it, delivers what it sent, and runs the loop again. */
+enum { RUN_STOPPED = 0, RUN_IDLE = 1, RUN_EXTERNAL = 3 };
 
 typedef struct LoopCoreObject LoopCoreObject;
 
@@ -155,7 +157,16 @@ struct LoopCoreObject {
     double now;
     uint64_t seq;
     char stopping, closed, debug, relaxed, running, in_iteration, in_step, clock_dirty;
-    char foreign;
+    /* External events: call_soon_threadsafe from a thread other than the loop's queues a
+     * handle here (a list of (thread ident, handle)), made but not registered: the loop's
+     * tables are the loop thread's alone.  The front end delivers them (_cs_deliver) when
+     * nothing else is ready.  `watching`: the front end knows of a live thread the program
+     * started that may still send one; `external_checked`: steps + 1 when the front end last
+     * looked with nothing to deliver (the loop then goes on to its timers or idles until the
+     * next step runs). */
+    PyObject *inbox;
+    char watching;
+    uint64_t external_checked;
     size_t batch_left;
     size_t ready_cancelled; /* handles cancelled while in the ready queue */
     unsigned long owner_thread;
@@ -249,7 +260,7 @@ static counting_closure counting_closures[] = {
 };
 static PyObject *s_coro, *s_cr_await, *s_cr_frame, *s_gi_frame, *s_gi_yieldfrom,
     *s_call_exception_handler, *s_check_callback, *s_check_thread,
-    *s_foreign_call, *s_loop, *s_qualname, *s_message, *s_exception, *s_handle,
+    *s_loop, *s_qualname, *s_message, *s_exception, *s_handle,
     *s_source_traceback, *s_count;
 
 /* Finds each counting closure's code object among its enclosing function's constants, and its
@@ -313,7 +324,6 @@ static int import_asyncio(void) {
     INTERN(s_call_exception_handler, "call_exception_handler");
     INTERN(s_check_callback, "_check_callback");
     INTERN(s_check_thread, "_check_thread");
-    INTERN(s_foreign_call, "_cs_foreign_call");
     INTERN(s_loop, "loop");
     INTERN(s_qualname, "__qualname__");
     INTERN(s_message, "message");
@@ -728,10 +738,9 @@ static int assign_actor(LoopCoreObject *self, HandleObject *h) {
 
 /* A handle scheduled by this loop now: creation order, the scheduling event,
  * and (explorer attached) its actor. */
-static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
-                                PyObject *const *args, Py_ssize_t nargs, PyObject *ctx) {
-    HandleObject *h = cs_handle_new(self, timer, cb, args, nargs, ctx, self->debug);
-    if (!h) return NULL;
+/* Gives a handle just made its place in this execution: its creation number, the step that
+ * made it runnable, its actor.  On error the handle is released. */
+static int register_handle(LoopCoreObject *self, HandleObject *h, int timer, PyObject *cb) {
     h->seq = self->seq++;
     h->scheduled_by = self->ex ? self->cur_event : -1;
     if (self->ex && !self->in_step && cs_trace_length(self->ex) > 0) {
@@ -749,7 +758,7 @@ static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
     }
     if (self->counted && PyList_Append(self->counted, (PyObject *)h) < 0) {
         Py_DECREF(h);
-        return NULL;
+        return -1;
     }
     if (!timer && self->cur_task && cs_compat_task_of_step(cb) == self->cur_task) {
         /* the running task queued its own next step: a bare yield (sleep(0)) */
@@ -759,9 +768,17 @@ static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
     }
     if (self->ex && assign_actor(self, h) < 0) {
         Py_DECREF(h);
-        return NULL;
+        return -1;
     }
     if (self->ex) self->actors[h->actor].live++;
+    return 0;
+}
+
+static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
+                                PyObject *const *args, Py_ssize_t nargs, PyObject *ctx) {
+    HandleObject *h = cs_handle_new(self, timer, cb, args, nargs, ctx, self->debug);
+    if (!h) return NULL;
+    if (register_handle(self, h, timer, cb) < 0) return NULL;
     return h;
 }
 
@@ -926,6 +943,7 @@ static int loop_traverse(LoopCoreObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->task_factory);
     Py_VISIT(self->created);
     Py_VISIT(self->asserted);
+    Py_VISIT(self->inbox);
     Py_VISIT(self->current_handle);
     Py_VISIT(self->explorer_obj);
     for (size_t i = 0; i < self->n_actors; i++) {
@@ -946,6 +964,7 @@ static int loop_clear(LoopCoreObject *self) {
     Py_CLEAR(self->task_factory);
     Py_CLEAR(self->created);
     Py_CLEAR(self->asserted);
+    Py_CLEAR(self->inbox);
     Py_CLEAR(self->current_handle);
     Py_CLEAR(self->cur_task);
     Py_CLEAR(self->requeued);
@@ -1049,16 +1068,28 @@ static PyObject *loop_call_soon(LoopCoreObject *self, PyObject *const *args, Py_
 
 static PyObject *loop_call_soon_threadsafe(LoopCoreObject *self, PyObject *const *args,
                                            Py_ssize_t nargs, PyObject *kwnames) {
-    if (PyThread_get_thread_ident() != self->owner_thread) {
-        /* Python side raises NondeterminismError and keeps the message for
-         * the loop thread; the dispatch loop stops at its next step. */
-        self->foreign = 1;
-        PyObject *cb = nargs > 0 ? args[0] : Py_None;
-        PyObject *r = PyObject_CallMethodOneArg((PyObject *)self, s_foreign_call, cb);
-        Py_XDECREF(r);
-        return NULL;
-    }
-    return schedule_soon(self, "call_soon_threadsafe", args, nargs, kwnames);
+    unsigned long me = PyThread_get_thread_ident();
+    if (me == self->owner_thread)
+        return schedule_soon(self, "call_soon_threadsafe", args, nargs, kwnames);
+    /* another thread: an external event, queued for the loop thread to deliver */
+    PyObject *ctx;
+    if (parse_cb("call_soon_threadsafe", args, nargs, kwnames, 0, &ctx) < 0) return NULL;
+    if (check_open(self) < 0) return NULL;
+    HandleObject *h = cs_handle_new(self, 0, args[0], args + 1, nargs - 1, ctx, self->debug);
+    if (!h) return NULL;
+    if (!self->inbox && !(self->inbox = PyList_New(0))) goto fail;
+    PyObject *ident = PyLong_FromUnsignedLong(me);
+    if (!ident) goto fail;
+    PyObject *item = PyTuple_Pack(2, ident, (PyObject *)h);
+    Py_DECREF(ident);
+    if (!item) goto fail;
+    int rc = PyList_Append(self->inbox, item);
+    Py_DECREF(item);
+    if (rc < 0) goto fail;
+    return (PyObject *)h;
+fail:
+    Py_DECREF(h);
+    return NULL;
 }
 
 static PyObject *schedule_at(LoopCoreObject *self, double when, const char *name,
@@ -1373,13 +1404,21 @@ static int budget_error(LoopCoreObject *self) {
     return -1;
 }
 
+/* Nothing is ready, and another thread has sent an event or may still send one that the
+ * front end has not waited for since the last step: checked before the clock advances. */
+static int external_pending(LoopCoreObject *self) {
+    if (self->rlen != 0 || self->stopping) return 0;
+    if (self->inbox && PyList_GET_SIZE(self->inbox) > 0) return 1;
+    return self->watching && self->external_checked != self->steps + 1;
+}
+
 static int run_fifo(LoopCoreObject *self) {
     for (;;) {
+        if (external_pending(self)) return RUN_EXTERNAL;
         if (boundary(self) < 0) return -1;
         if (self->rlen == 0) {
             if (self->stopping) return RUN_STOPPED;
-            if (self->hlen == 0 || timer_never(self->heap[0]->when))
-                return self->foreign ? RUN_FOREIGN : RUN_IDLE;
+            if (self->hlen == 0 || timer_never(self->heap[0]->when)) return RUN_IDLE;
         }
         size_t ntodo = self->rlen;
         for (size_t i = 0; i < ntodo; i++) {
@@ -1404,7 +1443,6 @@ static int run_fifo(LoopCoreObject *self) {
             Py_CLEAR(self->requeued);
             Py_DECREF(h);
             if (rc < 0) return -1;
-            if (self->foreign) return RUN_FOREIGN;
         }
         if (self->stopping) return RUN_STOPPED;
     }
@@ -1971,11 +2009,11 @@ static int explorer_step(LoopCoreObject *self, HandleObject *h, uint32_t choice)
 static int run_explorer(LoopCoreObject *self) {
     for (;;) {
         if (!self->in_iteration) {
+            if (external_pending(self)) return RUN_EXTERNAL;
             if (boundary(self) < 0) return -1;
             if (self->rlen == 0) {
                 if (self->stopping) return RUN_STOPPED;
-                if (self->hlen == 0 || timer_never(self->heap[0]->when))
-                return self->foreign ? RUN_FOREIGN : RUN_IDLE;
+                if (self->hlen == 0 || timer_never(self->heap[0]->when)) return RUN_IDLE;
             }
             self->in_iteration = 1;
             self->batch_left = self->rlen;
@@ -2053,7 +2091,6 @@ static int run_explorer(LoopCoreObject *self) {
         int rc = explorer_step(self, h, (uint32_t)pick);
         Py_DECREF(h);
         if (rc < 0) return -1;
-        if (self->foreign) return RUN_FOREIGN;
     }
 }
 
@@ -2135,6 +2172,42 @@ static void detach(LoopCoreObject *self) {
     self->ex = NULL;
     Py_CLEAR(self->explorer_obj);
     self->in_iteration = 0;
+}
+
+static PyObject *loop_cs_take_external(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
+    PyObject *items = self->inbox ? self->inbox : PyList_New(0);
+    self->inbox = NULL;
+    return items;
+}
+
+static PyObject *loop_cs_deliver(LoopCoreObject *self, PyObject *arg) {
+    if (!PyObject_TypeCheck(arg, &cs_HandleType) || ((HandleObject *)arg)->is_timer) {
+        PyErr_SetString(PyExc_TypeError, "_cs_deliver takes a Handle of call_soon_threadsafe");
+        return NULL;
+    }
+    if (PyThread_get_thread_ident() != self->owner_thread || self->in_step) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "external events are delivered by the loop's thread between steps");
+        return NULL;
+    }
+    HandleObject *h = (HandleObject *)arg;
+    if (h->cancelled) Py_RETURN_NONE; /* cancelled by its thread before it was delivered */
+    Py_INCREF(h);
+    if (register_handle(self, h, 0, h->callback) < 0) return NULL;
+    if (ready_push(self, h) < 0) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *loop_get_external_count(LoopCoreObject *self, void *Py_UNUSED(c)) {
+    return PyLong_FromSsize_t(self->inbox ? PyList_GET_SIZE(self->inbox) : 0);
+}
+
+static PyObject *loop_cs_external_looked(LoopCoreObject *self, PyObject *Py_UNUSED(unused)) {
+    self->external_checked = self->steps + 1;
+    Py_RETURN_NONE;
 }
 
 static PyObject *loop_cs_detach(LoopCoreObject *self, PyObject *unused) {
@@ -2358,6 +2431,8 @@ static PyGetSetDef loop_getset[] = {
      "timer mode: 'strict' or 'relaxed'", NULL},
     {"_cs_max_steps", (getter)loop_get_max_steps, (setter)loop_set_max_steps,
      "step budget without an explorer (None: unlimited)", NULL},
+    {"_cs_external_count", (getter)loop_get_external_count, NULL,
+     "external events queued and not delivered yet", NULL},
     {"_cs_steps", (getter)loop_get_steps, NULL, "steps run (since creation or attach)", NULL},
     {"_cs_poll_limit", (getter)loop_get_poll_limit, (setter)loop_set_poll_limit,
      "consecutive bare yields of one task after which the clock advances to the earliest "
@@ -2381,6 +2456,8 @@ static PyMemberDef loop_members[] = {
     {"_closed", T_BOOL, offsetof(LoopCoreObject, closed), 0, NULL},
     {"_stopping", T_BOOL, offsetof(LoopCoreObject, stopping), 0, NULL},
     {"_debug", T_BOOL, offsetof(LoopCoreObject, debug), 0, NULL},
+    {"_cs_watching", T_BOOL, offsetof(LoopCoreObject, watching), 0,
+     "a live thread of the program's may still send an external event"},
     {"_timer_cancelled_count", T_PYSSIZET, offsetof(LoopCoreObject, timer_cancelled_count),
      READONLY, NULL},
     {"_cs_future_class", T_OBJECT, offsetof(LoopCoreObject, future_class), 0,
@@ -2414,7 +2491,14 @@ static PyMethodDef loop_methods[] = {
     {"_timer_handle_cancelled", (PyCFunction)loop_timer_handle_cancelled, METH_O,
      "Notification that a TimerHandle has been cancelled."},
     {"_run_steps", (PyCFunction)loop_run_steps, METH_NOARGS,
-     "Dispatch until stopped (0), idle (1) or a foreign thread interfered (2)."},
+     "Dispatch until stopped (0), idle (1) or an external event may come (3)."},
+    {"_cs_take_external", (PyCFunction)loop_cs_take_external, METH_NOARGS,
+     "The external events queued so far, [(thread ident, handle)] in arrival order; "
+     "the queue is emptied."},
+    {"_cs_deliver", (PyCFunction)loop_cs_deliver, METH_O,
+     "Make an external event's handle runnable, from the loop's thread between steps."},
+    {"_cs_external_looked", (PyCFunction)loop_cs_external_looked, METH_NOARGS,
+     "The front end waited for external events and none came: go on until the next step."},
     {"_cs_attach", (PyCFunction)loop_cs_attach, METH_O,
      "Make every step go through the explorer (starts a new execution's bookkeeping)."},
     {"_cs_detach", (PyCFunction)loop_cs_detach, METH_NOARGS, "Back to plain fifo dispatch."},

@@ -316,7 +316,7 @@ def test_sigint_stops_the_tool_with_130(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 130, err
     # (a coroutine the interrupt caught before it started may add a RuntimeWarning)
-    assert "chaossloth: error: interrupted" in err.splitlines(), err
+    assert any(line.startswith("chaossloth: error: interrupted") for line in err.splitlines()), err
 
 
 # ------------------------------------------------------------------ the program's own exits
@@ -488,13 +488,15 @@ async def main():
 """
 
 
-def test_call_soon_threadsafe_from_a_thread_is_one_line(tmp_path: Path) -> None:
+def test_call_soon_threadsafe_from_a_thread_is_an_external_event(tmp_path: Path) -> None:
+    """The thread's event was sent during the main task's step and the loop stopped before it
+    was ever idle: the event was never delivered, as a slow thread's might not be; the
+    exploration says the other arrival points were not explored (incomplete), no error."""
     write(tmp_path, "thr.py", THREADSAFE)
     r = check(tmp_path, "thr.py", "main")
-    assert r.returncode == 2, r.stdout + r.stderr
-    line = one_error_line(r)  # no traceback of the thread
-    assert "call_soon_threadsafe(print) was called from thread 'poker'" in line
-    assert ".." not in line
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stderr == ""
+    assert "exploration incomplete: an event from another thread" in r.stdout
 
 
 # ------------------------------------------------------------------ the same initial state

@@ -167,10 +167,11 @@ def test_io_dependence_diverges(tmp_path: Path) -> None:
 
 
 def test_unseeded_random_and_wall_clock_diverge(tmp_path: Path) -> None:
-    """os.urandom and datetime.now() (a C method of a C type) are real in a controlled run;
-    the time module's clocks read the loop's virtual clock (capture/entropy.py) and replay:
-    test_the_loops_clock_replays_in_a_fresh_process."""
-    for expr in ("os.urandom(1)[0] % 59 + 1", "datetime.datetime.now().microsecond % 59 + 1"):
+    """datetime.now() (a C method of a C type) is real in a controlled run; the time module's
+    clocks read the loop's virtual clock and os.urandom draws from the program's seeded
+    generator (capture/entropy.py), and both replay: test_the_loops_clock_replays_in_a_fresh_
+    process, test_os_urandom_replays_in_a_fresh_process."""
+    for expr in ("datetime.datetime.now().microsecond % 59 + 1",):
         prog = tmp_path / "chance.py"
         prog.write_text(
             textwrap.dedent(
@@ -194,6 +195,29 @@ def test_unseeded_random_and_wall_clock_diverge(tmp_path: Path) -> None:
         diverged = [r for r in reps if "error" in r]
         assert diverged, f"{expr}: three replays followed the schedule"
         _assert_divergence_message(diverged[0])
+
+
+def test_os_urandom_replays_in_a_fresh_process(tmp_path: Path) -> None:
+    """A count of steps drawn from os.urandom follows the schedule in other processes."""
+    prog = tmp_path / "chance.py"
+    prog.write_text(
+        textwrap.dedent(
+            """\
+            import asyncio, os
+
+            async def worker(n):
+                for _ in range(n):
+                    await asyncio.sleep(0)
+
+            async def main():
+                await asyncio.gather(worker(os.urandom(1)[0] % 59 + 1), worker(2))
+            """
+        )
+    )
+    sched = tmp_path / "chance.json"
+    _py(RECORD, str(prog), str(sched), "random", "5", hashseed=1)
+    reps = [_py(REPLAY, str(sched), hashseed=1) for _ in range(3)]
+    assert not [r for r in reps if "error" in r], reps
 
 
 def test_the_loops_clock_replays_in_a_fresh_process(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from chaossloth.config import Config
 from chaossloth.errors import InputError
 from chaossloth.progress import ClearingWriter, ProgressLine, is_terminal
 from chaossloth.reasoning import repair
+from chaossloth.stages import collapse
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -282,28 +283,46 @@ def _cmd_check(argv: Sequence[str], full: bool) -> int:
     finally:
         if line is not None:
             line.close()
-    _write_reports(cfg, res.to_json())
+    report = res.to_json()
+    errors = [*res.write_errors, *_write_reports(cfg, report, to_stdout=True)]
     if cfg.quiet:
         if res.failed:
             print(f"FAIL {res.hazard}: {res.schedule_file or 'on the stock loop (no schedule)'}")
         else:
             print("PASS" + (" (complete)" if res.complete else " (incomplete)"))
-    return EXIT_FAIL if res.failed else EXIT_PASS
+    sys.stdout.flush()
+    errors += _write_reports(cfg, report, to_stdout=False)
+    return _exit_code(EXIT_FAIL if res.failed else EXIT_PASS, errors)
 
 
-def _write_reports(cfg: Config, report: dict[str, Any]) -> None:
-    """Writes the --sarif and --html files of a JSON report (report.write_output's rules, as
-    --json); an unwritable path is an InputError naming it."""
+def _exit_code(verdict: int, write_errors: list[str]) -> int:
+    """The exit status of a run whose verdict has been printed: an output file that could not
+    be written is said (one line each) and makes a passing run exit 2; a failing one still
+    exits 1 (its failure is the news, and its schedule file is written or said where)."""
+    for message in write_errors:
+        _err(message)
+    if write_errors and verdict == EXIT_PASS:
+        return EXIT_INPUT
+    return verdict
+
+
+def _write_reports(cfg: Config, report: dict[str, Any], *, to_stdout: bool) -> list[str]:
+    """Writes the --sarif and --html reports of a JSON report that go to stdout ("-", before
+    the quiet verdict line, which stays the last line) or those that go to files (after the
+    verdict: a file that cannot be written loses nothing) (report.write_output's rules, as
+    --json); returns the error of each path that could not be written."""
+    errors = []
     for path, write in (
         (cfg.sarif_path, sarif.write_sarif),
         (cfg.html_path, html_report.write_html),
     ):
-        if not path:
+        if not path or (path == "-") != to_stdout:
             continue
         try:
             write(report, path)
         except OSError as exc:
-            raise InputError(f"{path}: cannot write the report ({exc.strerror or exc})") from None
+            errors.append(f"{path}: cannot write the report ({exc.strerror or exc})")
+    return errors
 
 
 def _check_outputs(*paths: str | None) -> None:
@@ -371,6 +390,11 @@ def _cmd_fix(argv: Sequence[str]) -> int:
         ".chaossloth/<stem>.orig.py)",
     )
     parser.add_argument("--diff", metavar="PATH", dest="diff_path", help="write the diff to PATH")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --write: patch FILE even when it is read-only (keeping its mode)",
+    )
     ns = _parse(parser, argv)
     cfg = Config(**{name: getattr(ns, name) for name in config.NAMES if config.flag_of(name)})
     json_path = cfg.json_path
@@ -381,6 +405,8 @@ def _cmd_fix(argv: Sequence[str]) -> int:
     _check_outputs(
         json_path, cfg.schedule_out, cfg.mermaid_path, cfg.sarif_path, cfg.html_path, ns.diff_path
     )
+    if ns.write and not ns.force:
+        repair.check_writable(program.path)  # before the analysis, not after it
     out: Any = None if cfg.quiet else sys.stdout
     with _program_code():
         res = pipeline.run(program, cfg, out, full=True)
@@ -411,7 +437,7 @@ def _cmd_fix(argv: Sequence[str]) -> int:
         if ns.diff_path:
             rp.write_text(ns.diff_path, rep.diff)
         if ns.write:
-            backup = repair.write_patch(program, rep)
+            backup = repair.write_patch(program, rep, force=ns.force)
             line += f"; {program.path} patched (original kept as {backup})"
     else:
         code = EXIT_FAIL
@@ -419,15 +445,20 @@ def _cmd_fix(argv: Sequence[str]) -> int:
         if ns.diff_path and rep.diff:
             rp.write_text(ns.diff_path, rep.diff)
     print(line if not cfg.quiet else line.split(":")[0])
+    sys.stdout.flush()
     report = res.to_json()
-    _write_reports(cfg, report)
+    errors = [
+        *res.write_errors,
+        *_write_reports(cfg, report, to_stdout=True),
+        *_write_reports(cfg, report, to_stdout=False),
+    ]
     if json_path:
         summary["report"] = report
         try:
             rp.write_json(summary, json_path)
         except OSError as exc:
-            raise InputError(f"{json_path}: cannot write the report ({exc.strerror or exc})")
-    return code
+            errors.append(f"{json_path}: cannot write the report ({exc.strerror or exc})")
+    return _exit_code(code, errors)
 
 
 def _top_help() -> str:
@@ -458,6 +489,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     limit, and threads the program left running do not keep it alive."""
     own_process = argv is None
     args = list(sys.argv[1:] if argv is None else argv)
+    for stream in (sys.stdout, sys.stderr):
+        # a program's string the report did not escape (runner.printable) is written escaped,
+        # never the UnicodeEncodeError that would end the report half-written
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")
     old_sigint = _install_sigint()
     _OWN_PROCESS[0] = own_process
     try:
@@ -518,6 +554,27 @@ def _exit_past_threads(code: int) -> None:
     os._exit(code)
 
 
+def _interrupted(exc: KeyboardInterrupt) -> str:
+    """The line of a run the user's Ctrl-C stopped: when it stopped the exploration, the
+    failing schedule found so far and where it was saved (collapse.Interrupted), or that none
+    was found."""
+    if not isinstance(exc, collapse.Interrupted):
+        return "interrupted"
+    head = "interrupted during the exploration"
+    failing = exc.failing
+    if failing is None:
+        return f"{head}: no failing schedule found so far"
+    what = " ".join(failing.failure.summary().split()) if failing.failure else "a failure"
+    if len(what) > 160:
+        what = what[:157] + "..."
+    line = f"{head}: failing schedule found so far ({what}), "
+    if exc.schedule_file is not None:
+        line += f"saved as {exc.schedule_file} (replay: chaossloth replay {exc.schedule_file})"
+    else:
+        line += f"not saved: {exc.problem}"
+    return line + (f"; failure database: {exc.saved}" if exc.saved else "")
+
+
 def _main(args: list[str]) -> int:
     try:
         if not args or args[0] in ("-h", "--help"):
@@ -544,8 +601,8 @@ def _main(args: list[str]) -> int:
     except InputError as exc:
         _err(str(exc))
         return EXIT_INPUT
-    except KeyboardInterrupt:
-        _err("interrupted")
+    except KeyboardInterrupt as exc:
+        _err(_interrupted(exc))
         return 130
     except BrokenPipeError:
         # the reader (`| head`) went away: nothing left to say to it

@@ -89,6 +89,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaossloth import _core
+from chaossloth.capture import output
 from chaossloth.config import DEFAULTS
 from chaossloth.runner import Failure, failure_from_exception, tool_interrupt, watched
 
@@ -372,7 +373,8 @@ def run_on_stock_loop(
         task = loop.create_task(_call(trial))
         loop.set_root(task)
         try:
-            with watched():  # the time limit holds on the stock loop too
+            # the time limit holds on the stock loop too; the program's output is dropped
+            with watched(), output.captured() if output.ENABLED else contextlib.nullcontext():
                 value = loop.run_until_complete(task)
         except _RealIO:
             raise
@@ -422,6 +424,11 @@ def _shutdown(loop: JitterLoop) -> None:
             # best effort: a broken run may not even let its tasks finish cancelling
             with contextlib.suppress(BaseException):
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if loop._default_executor is not None:
+            # as asyncio.run ends: the executor's threads (to_thread) are joined, not left
+            # running past the run
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(loop.shutdown_default_executor())
     finally:
         loop.close()
 

@@ -21,9 +21,20 @@ Semantics, in one place:
   fire in deadline order; equal deadlines are a real choice) and ``"relaxed"`` (any pending
   timer may fire at any choice point, the clock becoming ``max(now, when)``).
 * **No real I/O.**  Sockets, pipes, subprocesses, signals and DNS raise
-  :class:`~chaossloth.errors.UnsupportedOperation`; callbacks from other threads raise
-  :class:`~chaossloth.errors.NondeterminismError`; ``run_in_executor``/``to_thread`` run the
+  :class:`~chaossloth.errors.UnsupportedOperation`; ``run_in_executor``/``to_thread`` run the
   function in its own step on the loop thread.
+* **External events.**  ``call_soon_threadsafe`` from another thread (the program's own thread
+  completing a future, ``run_coroutine_threadsafe``, ``wrap_future`` of a thread pool's future)
+  is an event of unknown latency: it is queued and delivered when nothing else is ready, before
+  the clock advances.  While a thread the program started during the run is alive and may
+  still send one, the loop waits for it there: until every such thread has sent an event,
+  ended, or blocks waiting (for a lock, a condition, a queue, a future: see
+  :func:`_blocked`).  Events are delivered in the order the threads were started, each
+  thread's in the order sent, so one schedule delivers them at the same points in every
+  execution.  A waiting task is not deadlocked while such a thread lives; one whose thread
+  ended without waking it is.  An event that could have arrived while other steps ran (its
+  thread was alive across them) was placed at the idle point only: the execution says so
+  (``_cs_external_early``) and an exploration with one is not complete.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import logging
 import math
 import sys
 import threading
+import time
 import traceback
 import warnings
 import weakref
@@ -44,6 +56,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from chaossloth import _core, compat, deadlock
+from chaossloth.capture import threads
 from chaossloth.errors import (
     DeadlockError,
     InputError,
@@ -59,7 +72,10 @@ logger = logging.getLogger("asyncio")  # stock loops log to this logger
 
 _T = TypeVar("_T")
 _TIMER_MODES = ("strict", "relaxed")
-_RUN_STOPPED, _RUN_IDLE, _RUN_FOREIGN = 0, 1, 2
+_RUN_STOPPED, _RUN_IDLE, _RUN_EXTERNAL = 0, 1, 3
+#: how long the loop sleeps between two looks at the threads it waits for (seconds)
+_EXTERNAL_POLL = 0.0002
+_real_sleep = time.sleep
 _BUDGET_LIST = 5  # tasks / timers named in the step-budget message
 
 
@@ -210,7 +226,12 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         self._default_executor: Any = None
         self._coroutine_origin_tracking_enabled = False
         self._coroutine_origin_tracking_saved_depth: int | None = None
-        self._cs_foreign_error: str | None = None
+        #: the threads the program started while this loop ran, in start order, each with
+        #: the step count when it started or its last event was delivered
+        self._cs_threads: list[list[Any]] = []
+        #: an external event was delivered at an idle point although it could have come while
+        #: other steps ran
+        self._cs_external_early = False
         # the runner's readable actor names ("Task main/0 (Worker.run)"): messages name a
         # task by its creation path when set, by its asyncio name ("Task-3") otherwise
         self._cs_namer: Callable[[int], str] | None = None
@@ -282,6 +303,7 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         self._check_running()
         self._set_coroutine_origin_tracking(self._debug)
         old_agen_hooks = sys.get_asyncgen_hooks()
+        threads.begin()
         try:
             self._thread_id = threading.get_ident()
             sys.set_asyncgen_hooks(
@@ -290,17 +312,21 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
             events._set_running_loop(self)
             try:
                 status = self._run_steps()
+                while status == _RUN_EXTERNAL:
+                    self._cs_wait_external()
+                    status = self._run_steps()
             except _core.BudgetError:
                 raise self._budget_error() from None
             except _core.DivergedError:
                 raise self._diverged_error() from None
             if status == _RUN_IDLE:
                 raise self._deadlock_error()
-            if status == _RUN_FOREIGN:
-                raise NondeterminismError(
-                    self._cs_foreign_error or "a callback was scheduled from another thread"
-                )
+            if self._cs_external_count:
+                # stopped with a thread's events never delivered: they could have come
+                # before the steps that ran since they were sent
+                self._cs_external_early = True
         finally:
+            threads.end()
             self._stopping = False
             self._thread_id = None
             events._set_running_loop(None)
@@ -522,23 +548,43 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         asyncio.Runner passes from 3.12, is accepted and unused)."""
         self._executor_shutdown_called = True
 
-    # --------------------------------------------------------------- foreign threads
+    # --------------------------------------------------------------- external events
 
-    def _cs_foreign_call(self, callback: Any) -> None:
-        thread = threading.current_thread().name
-        msg = (
-            f"call_soon_threadsafe({_callback_name(callback)}) was called from thread "
-            f"{thread!r}, not from the thread running the controlled loop: callbacks that "
-            "arrive from other threads make the schedule irreproducible; run that work as a "
-            "coroutine, or through loop.run_in_executor / asyncio.to_thread (which the "
-            "controlled loop runs deterministically on its own thread)."
-        )
-        self._cs_foreign_error = msg
-        err = NondeterminismError(msg)
-        # the loop's thread reports it (one line); the calling thread dies of it silently
-        err._cs_foreign = True  # type: ignore[attr-defined]
-        _quiet_foreign_thread_errors()
-        raise err
+    def _cs_thread_started(self, thread: threading.Thread) -> None:
+        """A thread the program started while this loop runs (capture.threads): the loop
+        waits for its events when idle."""
+        self._cs_threads.append([thread, self._cs_steps])
+        self._cs_watching = True
+
+    def _cs_wait_external(self) -> None:
+        """Nothing is ready: waits until every live thread of the program's has sent an
+        event, ended, or blocks (the watchdog's time limit bounds the wait), then delivers
+        the events sent, in thread start order."""
+        threads = self._cs_threads
+        events: list[tuple[int, Any]] = []
+        while True:
+            events.extend(self._cs_take_external())
+            sent = {ident for ident, _ in events}
+            if not any(
+                t.is_alive() and t.ident not in sent and not _blocked(t) for t, _ in threads
+            ):
+                break
+            _real_sleep(_EXTERNAL_POLL)
+        rank = {t.ident: k for k, (t, _) in enumerate(threads)}
+        ordered = sorted(range(len(events)), key=lambda i: (rank.get(events[i][0], len(rank)), i))
+        steps = self._cs_steps
+        for i in ordered:
+            ident, handle = events[i]
+            k = rank.get(ident)
+            if k is None or threads[k][1] != steps:
+                # steps ran while the thread could have sent it: it was placed here only
+                self._cs_external_early = True
+            if k is not None:
+                threads[k][1] = steps
+            self._cs_deliver(handle)
+        self._cs_watching = any(t.is_alive() for t, _ in threads)
+        if not events:
+            self._cs_external_looked()
 
     # ------------------------------------------------------------ errors and naming
 
@@ -690,22 +736,32 @@ del _name, _what
 # ------------------------------------------------------------------ helpers
 
 
-def _quiet_foreign_thread_errors() -> None:
-    """Installs (once) a threading.excepthook that lets the NondeterminismError a foreign
-    thread's call_soon_threadsafe raised end that thread without a traceback: the loop's
-    thread reports the same problem in one line.  Every other exception goes to the hook that
-    was there before."""
-    if getattr(threading.excepthook, "_cs_quiet", False):
-        return
-    previous = threading.excepthook
-
-    def hook(args: Any) -> None:
-        if getattr(args.exc_value, "_cs_foreign", False):
-            return
-        previous(args)
-
-    hook._cs_quiet = True  # type: ignore[attr-defined]
-    threading.excepthook = hook
+def _blocked(thread: threading.Thread) -> bool:
+    """Whether `thread` waits for something that has not happened yet, so that it sends
+    nothing until another thread (the loop's, through the program) acts: its innermost Python
+    frame is a ``threading.Condition.wait`` not yet notified (under ``Event.wait``,
+    ``Queue.get``, ``Future.result``, ``Semaphore.acquire``), a join of a live thread, an idle
+    thread-pool worker with nothing queued, or a ``select``.  A thread blocked in a C call made
+    from its own code (``lock.acquire()``) is not seen as waiting: the loop waits for it,
+    within the time limit."""
+    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
+    if frame is None:
+        return False
+    code = frame.f_code
+    where = (code.co_filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1], code.co_name)
+    try:
+        if where == ("threading.py", "wait"):
+            waiter = frame.f_locals.get("waiter")
+            return waiter is not None and waiter.locked()
+        if where == ("threading.py", "_wait_for_tstate_lock"):
+            lock = frame.f_locals.get("lock")
+            return lock is not None and lock.locked()
+        if where == ("thread.py", "_worker"):
+            queue = frame.f_locals.get("work_queue")
+            return queue is not None and queue.empty()
+    except Exception:  # noqa: BLE001 - a frame mid-change: not known to wait
+        return False
+    return where == ("selectors.py", "select")
 
 
 def _unwrap(cb: Any) -> Any:

@@ -14,7 +14,6 @@ from typing import TextIO
 from chaossloth import report as rp
 from chaossloth import runner
 from chaossloth.config import Config
-from chaossloth.errors import InputError
 from chaossloth.scenario import Program, oracle_with_invariant
 from chaossloth.stages import STAGES, Context, Result
 
@@ -63,5 +62,7 @@ def run(
         try:
             rp.write_json(res.to_json(), config.json_path)
         except OSError as exc:
-            raise InputError(f"{config.json_path}: cannot write the report ({exc.strerror or exc})")
+            res.write_errors.append(
+                f"{config.json_path}: cannot write the report ({exc.strerror or exc})"
+            )
     return res

@@ -64,7 +64,7 @@ import pytest
 from chaossloth import config as cfg
 from chaossloth import html_report, pipeline, sarif, scenario
 from chaossloth import report as rp
-from chaossloth.capture import importer
+from chaossloth.capture import importer, output
 from chaossloth.capture.importer import load_file
 from chaossloth.errors import InputError
 
@@ -211,6 +211,8 @@ def pytest_configure(config: pytest.Config) -> None:
         f"(options: {', '.join(MARKER_OPTIONS)})",
     )
     config.stash[_RECORDS] = []
+    # a test's output is pytest's to capture (and to show for a failing test)
+    output.ENABLED = False
     config.stash[_BUDGET] = RunBudget(
         _budget_value(config, "chaossloth_budget", INI_BUDGET, "--chaossloth-budget"),
         _budget_value(

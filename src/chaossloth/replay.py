@@ -11,6 +11,7 @@ from chaossloth import report as rp
 from chaossloth import schedule
 from chaossloth.diagnosis import Detailed, diagram_steps
 from chaossloth.errors import NondeterminismError
+from chaossloth.runner import printable
 from chaossloth.scenario import oracle_with_invariant
 
 
@@ -56,6 +57,15 @@ def replay_file(
             w.write(f"{f.kind}{who}: {f.type_name}: {f.message.rstrip()}\n")
             if f.traceback:
                 w.write(f.traceback.rstrip() + "\n")
+        if first_fail.output:
+            more = first_fail.output_more
+            w.write(
+                "the program's output in the replay"
+                + (f" (and {more} more characters not kept)" if more else "")
+                + ":\n"
+                + printable(first_fail.output.rstrip("\n"))
+                + "\n"
+            )
         if mermaid_path:
             rp.write_text(mermaid_path, rp.mermaid(diagram_steps(Detailed(first_fail, None))))
         w.flush()

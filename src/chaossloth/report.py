@@ -30,6 +30,7 @@ named to the user is, in this order of precedence:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -375,7 +376,7 @@ def write_output(path: str | os.PathLike[str], text: str) -> str:
     except FileNotFoundError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(target, "w", encoding="utf-8") as f:
+        with open(target, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
         return target
     os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -384,8 +385,27 @@ def write_output(path: str | os.PathLike[str], text: str) -> str:
     return target
 
 
+def write_own_file(path: str | os.PathLike[str], data: str | bytes) -> str:
+    """Writes a file whose path ChaosSloth chose (the default schedule file, the backup of a
+    patched file, under ``.chaossloth/``): never through a symlink it did not create.  Its
+    directory is made if missing and refused (OSError ELOOP) when it is a symlink; the file
+    itself is replaced by a rename (:func:`replace_file`), so a symlink planted at its path is
+    replaced, its target untouched.  Returns the path written."""
+    target = os.path.abspath(path)
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    if os.path.islink(parent):
+        raise OSError(errno.ELOOP, "its directory is a symbolic link ChaosSloth did not create")
+    replace_file(target, data)
+    return os.fspath(path)
+
+
 def replace_file(
-    target: str | os.PathLike[str], text: str, *, mode: int | None = None, prefix: str = ""
+    target: str | os.PathLike[str],
+    text: str | bytes,
+    *,
+    mode: int | None = None,
+    prefix: str = "",
 ) -> None:
     """Writes `text` to a temporary file in `target`'s directory (named `prefix` + a random
     part + ``.tmp``; default prefix: the target's name and a dot), then renames it over
@@ -397,8 +417,13 @@ def replace_file(
         prefix=prefix or os.path.basename(target) + ".", suffix=".tmp", dir=parent or None
     )
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        if isinstance(text, bytes):
+            with os.fdopen(fd, "wb") as fb:
+                fb.write(text)
+        else:
+            # a lone surrogate of the program's that escaped printable() is written escaped
+            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+                f.write(text)
         if mode is None:
             umask = os.umask(0)
             os.umask(umask)

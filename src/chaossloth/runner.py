@@ -34,6 +34,7 @@ import contextlib
 import linecache
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -47,7 +48,7 @@ from typing import Any
 
 from chaossloth import _core, collector, compat, serial
 from chaossloth import errors as _errors
-from chaossloth.capture import importer, sites, sync
+from chaossloth.capture import escapes, importer, output, sites, sync
 from chaossloth.config import DEFAULT_TIME_LIMIT, DEFAULTS, SENTINEL_MIN_EXECUTIONS, Config
 from chaossloth.loop import ControlledLoop, close_suspended_asyncgens
 
@@ -60,6 +61,20 @@ ABORTED = "aborted"
 _PKG_DIR = str(Path(__file__).resolve().parent)
 
 # ------------------------------------------------------------------ results
+
+
+#: the characters of a program's text that reach a terminal or a report escaped: the C0 and C1
+#: controls but newline and tab (an escape sequence would rewrite the terminal), and lone
+#: surrogates (no encoder writes them: the report would end half-written)
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """`text` (an exception's message, a traceback, a task's name: the program's strings) with
+    its controls and lone surrogates written as Python escapes (``\\x1b``, ``\\ud800``)."""
+    if _UNPRINTABLE.search(text) is None:
+        return text
+    return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 @dataclass
@@ -78,6 +93,12 @@ class Failure:
     traceback: str = ""
     task: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.message = printable(self.message)
+        self.traceback = printable(self.traceback)
+        if self.task is not None:
+            self.task = printable(self.task)
 
     def summary(self) -> str:
         who = f" in {self.task}" if self.task else ""
@@ -133,6 +154,13 @@ class ExecutionResult:
     divergence: dict[str, Any] | None = None
     #: timers still pending when the execution ended (never fired in it)
     timers_pending: int = 0
+    #: an event a thread sent (call_soon_threadsafe) was delivered at an idle point although
+    #: it could have come while other steps ran (loop.py, "External events")
+    external_early: bool = False
+    #: a failing execution: what the program wrote to stdout and stderr in it (capture.output:
+    #: the first KEEP characters) and how many more it wrote; None when not captured
+    output: str | None = None
+    output_more: int = 0
     #: a guided replay (``run_once(..., guided=True)``): its steps that did not run the actor at
     #: the schedule's cursor (engine/strategy_guided.c); 0 for every other execution
     guide_deviations: int = 0
@@ -170,6 +198,8 @@ class ExplorationResult:
     incomplete_reason: str | None = None
     #: an execution of a dependency-pruning strategy ended with relaxed timers never fired
     relaxed_timers_left: bool = False
+    #: an execution placed a thread's event at an idle point only (ExecutionResult)
+    external_early: bool = False
     #: False when distinct_traces is a lower bound (--jobs: the largest worker's count)
     distinct_traces_exact: bool = True
     #: distinct_traces is an upper bound (dpor with --jobs: each process counts its own new
@@ -213,6 +243,22 @@ class _Interrupts:
     #: the watchdog may end the process when an interrupted execution still does not return
     #: (the CLI sets it; a library caller such as the pytest plugin keeps its process)
     hard_stop = False
+    #: the exploration the user's Ctrl-C stopped, until taken (take_interrupted_exploration)
+    exploration: ExplorationResult | None = None
+
+
+def note_interrupted_exploration(result: ExplorationResult | None) -> None:
+    """The user's Ctrl-C stopped the exploration `result`, set as the interrupt leaves it
+    (_explore_one; parallel.explore for --jobs): its failures are the ones found so far, its
+    counts only those of the phases that ended."""
+    _Interrupts.exploration = result
+
+
+def take_interrupted_exploration() -> ExplorationResult | None:
+    """The exploration the user's Ctrl-C stopped (note_interrupted_exploration), or None when
+    the interrupt stopped none; a second call returns None."""
+    result, _Interrupts.exploration = _Interrupts.exploration, None
+    return result
 
 
 def note_user_interrupt() -> None:
@@ -293,6 +339,8 @@ class _Watched:
             self.table.restore()
         finally:
             collector.leave()
+        # the program's os._exit (or the like) decides nothing: this run of it is reported
+        escapes.raise_if_called()
 
 
 def watched() -> contextlib.AbstractContextManager[None]:
@@ -328,12 +376,16 @@ def _watch() -> None:
                 _Interrupts.watchdog = True
                 _thread.interrupt_main()
         elif late >= 2 * grace and _Interrupts.hard_stop:
-            sys.stderr.write(
+            # to the file descriptor: sys.stderr may be the program's captured output
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            message = (
                 f"chaossloth: error: an execution of the program ran past the time limit of "
                 f"{limit:g}s and did not stop when interrupted (a loop that never awaits, or "
                 "one that catches KeyboardInterrupt)\n"
             )
-            sys.stderr.flush()
+            with contextlib.suppress(OSError):
+                os.write(2, message.encode("utf-8", "backslashreplace"))
             os._exit(2)
 
 
@@ -632,6 +684,11 @@ def failure_from_exception(exc: BaseException, task: str | None = None) -> Failu
     return _failure_from_exc("exception", exc, task)
 
 
+@contextlib.contextmanager
+def _no_capture() -> Iterator[None]:
+    yield None
+
+
 # ------------------------------------------------------------------ naming
 
 
@@ -825,9 +882,12 @@ class _Driver:
         tasks: list[weakref.ref[Any]] = []
         sync.tracker = tasks
         try:
-            with watched():
+            with watched(), output.captured() if output.ENABLED else _no_capture() as out:
                 try:
-                    return self._run(index, detailed, tasks)
+                    result = self._run(index, detailed, tasks)
+                    if out is not None and result.failed:
+                        result.output, result.output_more = out.text(), out.truncated
+                    return result
                 finally:
                     # released before watched() ends, so that the collection that ends the
                     # execution (collector.leave) finds its tasks, and through them its
@@ -911,6 +971,7 @@ class _Driver:
             failure, build = self._judge(sched, value)
         outcome = ABORTED if aborted else (FAILED if failure is not None else OK)
         timers_pending = loop._cs_timer_count
+        external_early = loop._cs_external_early
         steps, paths, trace, sites, devs = self._record(loop, detailed, sched)
         if build is not None and failure is not None:
             # built here, still inside the execution (the verdict describes objects that the
@@ -945,6 +1006,7 @@ class _Driver:
             seed=ex.seed,
             divergence=divergence,
             timers_pending=timers_pending,
+            external_early=external_early,
         )
 
     def _classify(
@@ -1001,7 +1063,12 @@ class _Driver:
         for k, (name, site, what) in enumerate(exc.blocked):
             task = exc.tasks[k] if k < len(exc.tasks) else None
             actor = actor_by_id.get(id(task)) if task is not None else None
-            entry = {"actor": actor, "name": name, "site": site, "waits_for": what}
+            entry = {
+                "actor": actor,
+                "name": printable(name),
+                "site": site,
+                "waits_for": printable(what),
+            }
             if actor is not None:
                 try:
                     entry["task"] = self._live_name(loop, actor)
@@ -1484,6 +1551,12 @@ def _better(a: ExecutionResult, b: ExecutionResult | None) -> bool:
 #: strategies whose `complete` rests on the captured dependency relation
 PRUNING_STRATEGIES = ("dpor",)
 
+EXTERNAL_EARLY_REASON = (
+    "an event from another thread (call_soon_threadsafe) was delivered when the loop was "
+    "idle, while it could also have come during the steps that ran as its thread lived; "
+    "those other arrival points were not explored"
+)
+
 RELAXED_PENDING_REASON = (
     "relaxed timers were still pending when an execution ended; DPOR cannot prove that "
     "firing them earlier changes nothing (strict timers, or the exhaustive strategy, can)"
@@ -1556,6 +1629,7 @@ def _explore_one(
                     )
         except KeyboardInterrupt:
             if _Interrupts.user or not _Interrupts.watchdog:
+                note_interrupted_exploration(result)
                 raise
             # the watchdog's interrupt landed just after the execution it was meant for
         if shared is not None:
@@ -1680,6 +1754,10 @@ def _explore_loop(
         result.first_failure = result.minimal_failure = None
 
     def goes_on() -> bool:
+        if _Interrupts.user:
+            # the user's Ctrl-C whose KeyboardInterrupt the interpreter swallowed: raised in a
+            # weakref callback or a __del__ the execution ran (an unraisable exception)
+            raise KeyboardInterrupt
         if shared is not None and not shared.before_begin(ex, became_taker):
             return False
         return bool(ex.begin()) if board is None else _shard_goes_on(ex, index)
@@ -1699,6 +1777,8 @@ def _explore_loop(
             schedule_log.add(r)
         if r.timers_pending and cfg.timers == "relaxed" and strategy in PRUNING_STRATEGIES:
             result.relaxed_timers_left = True
+        if r.external_early:
+            result.external_early = True
         if r.outcome == ABORTED and r.divergence is not None:
             _merge_stats(result, ex, strategy)
             raise _nondeterminism(r, f"execution {r.index} ({strategy})")
@@ -1861,6 +1941,9 @@ def explore(
         # the reduction cannot vouch for the schedules where it fires before the end.
         result.complete = False
         result.incomplete_reason = RELAXED_PENDING_REASON
+    elif result.complete and result.external_early:
+        result.complete = False
+        result.incomplete_reason = EXTERNAL_EARLY_REASON
     result.explore_seconds = time.monotonic() - started
     if detail_failure:
         _detail_failure(factory, result, cfg, oracle)

@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from chaossloth import arguments, serial
-from chaossloth.capture import importer
+from chaossloth.capture import escapes, importer
 from chaossloth.capture.importer import Activation, load_file
 from chaossloth.config import Config
 from chaossloth.errors import InputError
@@ -124,6 +124,7 @@ def load_instrumented(
                 f"{p}: {', '.join(unseen)} would run uninstrumented: imported before the run "
                 "and not re-imported instrumented (import it by name in the file)"
             )
+        escapes.raise_if_called()  # the file's own top-level code called os._exit
         importer.program_loaded()
         return module, activation
     except BaseException as exc:  # noqa: BLE001 - re-raised as the user is told it
@@ -135,6 +136,9 @@ def load_instrumented(
 def _load_error(exc: BaseException, p: Path) -> BaseException:
     """What loading the user's file raised, as the user is told it: one InputError, except an
     interrupt or exit."""
+    escaped = escapes.take()
+    if escaped is not None:  # whatever the file's code did with the ProcessEnding
+        return InputError(escaped)
     if isinstance(exc, (InputError, KeyboardInterrupt, SystemExit)):
         return exc
     if isinstance(exc, SyntaxError):

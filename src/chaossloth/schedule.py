@@ -31,7 +31,7 @@ from typing import Any
 from chaossloth import errors, scenario
 from chaossloth.config import DEFAULTS, MAX_TASKS, TIMER_MODES, U64_LIMIT
 from chaossloth.errors import InputError
-from chaossloth.report import write_output
+from chaossloth.report import write_output, write_own_file
 from chaossloth.runner import (
     NONDETERMINISM_HINT,
     ExecutionResult,
@@ -100,12 +100,16 @@ def from_execution(
     )
 
 
-def write(sched: ScheduleFile, path: str | os.PathLike[str]) -> Path:
-    """Writes the file (report.write_output: atomically, a symlink followed, a FIFO or device
-    written in place, the program's files refused); returns `path`.  OSError when it cannot
-    be written."""
+def write(sched: ScheduleFile, path: str | os.PathLike[str], *, chosen: bool = True) -> Path:
+    """Writes the file; returns `path`.  A path the user `chosen` (--schedule-out) follows
+    report.write_output (atomically, a symlink followed, a FIFO or device written in place, the
+    program's files refused); ChaosSloth's own default path follows report.write_own_file (no
+    symlink followed).  OSError when it cannot be written."""
     text = json.dumps(sched.to_json(), indent=1, sort_keys=False) + "\n"
-    write_output(path, text)
+    if chosen:
+        write_output(path, text)
+    else:
+        write_own_file(path, text)
     return Path(path)
 
 

@@ -193,6 +193,7 @@ class Share:
         sys.stdout.flush()
         sys.stderr.flush()
         pid = -1
+        giver = os.getpid()
         if read_end >= 0:
             with warnings.catch_warnings():
                 # 3.12+ warns about fork in a process with threads (the watchdog's, which holds
@@ -210,6 +211,10 @@ class Share:
             self.give_after = float("inf")
             return False
         if pid == 0:
+            from chaossloth.parallel import die_with_parent  # parallel imports the runner
+
+            # no taker outlives its giver (which reaps its takers before it ends)
+            die_with_parent(giver)
             os.close(read_end)
             for t in self.takers.values():
                 os.close(t.fd)

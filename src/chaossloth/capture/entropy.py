@@ -16,8 +16,10 @@ Hypothesis does for its examples, the module-level generator of :mod:`random` is
   (a random UUID of version 4), and ``secrets`` draws (``token_bytes``, ``token_hex``,
   ``token_urlsafe``, ``randbelow``, ``randbits``, ``choice``), both from a generator of their
   own, reset with the other (a module that did ``from uuid import uuid4`` while loading binds
-  the replacement).  ``os.urandom`` itself stays unseeded: a program that uses it is reported
-  as nondeterministic;
+  the replacement).  ``os.urandom`` and ``os.getrandom`` (through which ``random.SystemRandom``
+  draws too) draw from that generator as well while the program is loaded, when the program
+  or a library calls them (ChaosSloth's own calls get the OS's entropy): the same bytes in
+  every execution of a schedule and in every replay of it;
 - ``asyncio.as_completed`` makes its tasks in the order of a set of the awaitables it is given,
   which for coroutines is an order of addresses: one that may differ between executions of the
   same schedule, so that the same step starts other work.  While the program is loaded it is
@@ -51,6 +53,8 @@ from __future__ import annotations
 import asyncio
 import asyncio.events
 import asyncio.tasks
+import operator
+import os
 import random
 import secrets
 import sys
@@ -92,6 +96,34 @@ _SECRETS = ("_sysrand", "randbits", "choice")
 
 _seeded_uuid4.__name__ = _seeded_uuid4.__qualname__ = "uuid4"
 _seeded_uuid4.__module__ = "uuid"
+
+_real_urandom, _real_getrandom = os.urandom, getattr(os, "getrandom", None)
+_real_random_urandom = random._urandom  # type: ignore[attr-defined]
+
+
+def _ours(frame: Any) -> bool:
+    name = frame.f_globals.get("__name__")
+    return type(name) is str and (name == "chaossloth" or name.startswith("chaossloth."))
+
+
+def _seeded_urandom(size: int) -> bytes:
+    if _ours(_getframe(1)):
+        return _real_urandom(size)
+    size = operator.index(size)
+    if size < 0:
+        raise ValueError("negative argument not allowed")
+    return _ids.randbytes(size)
+
+
+def _seeded_getrandom(size: int, flags: int = 0) -> bytes:
+    if _ours(_getframe(1)):
+        return _real_getrandom(size, flags)  # type: ignore[misc]
+    return _seeded_urandom(size)
+
+
+_seeded_urandom.__name__ = _seeded_urandom.__qualname__ = "urandom"
+_seeded_getrandom.__name__ = _seeded_getrandom.__qualname__ = "getrandom"
+_seeded_urandom.__module__ = _seeded_getrandom.__module__ = "os"
 
 
 _real_as_completed = asyncio.tasks.as_completed
@@ -286,8 +318,10 @@ class _Program:
         "outer_all_tasks",
         "outer_as_completed",
         "outer_clocks",
+        "outer_getrandom",
         "outer_secrets",
         "outer_state",
+        "outer_urandom",
         "outer_uuid4",
         "outer_wait",
         "state",
@@ -298,6 +332,8 @@ class _Program:
         #: loading
         self.outer_state: Any = random.getstate()
         self.outer_uuid4: Any = uuid.uuid4
+        self.outer_urandom: Any = (os.urandom, random._urandom)  # type: ignore[attr-defined]
+        self.outer_getrandom: Any = getattr(os, "getrandom", None)
         self.outer_as_completed: Any = asyncio.tasks.as_completed
         self.outer_all_tasks: Any = asyncio.tasks.all_tasks
         self.outer_wait: Any = asyncio.tasks.wait
@@ -318,6 +354,9 @@ def begin() -> None:
     _ids.seed(UUID_SEED)
     _ids.drawn = False
     uuid.uuid4 = _seeded_uuid4
+    os.urandom = random._urandom = _seeded_urandom  # type: ignore[attr-defined]
+    if _real_getrandom is not None:
+        os.getrandom = _seeded_getrandom
     for name, value in zip(_SECRETS, (_ids, _ids.getrandbits, _ids.choice), strict=True):
         setattr(secrets, name, value)
     asyncio.as_completed = asyncio.tasks.as_completed = _ordered_as_completed
@@ -353,6 +392,9 @@ def end() -> None:
     program = _programs.pop()
     random.setstate(program.outer_state)
     uuid.uuid4 = program.outer_uuid4
+    os.urandom, random._urandom = program.outer_urandom  # type: ignore[attr-defined]
+    if _real_getrandom is not None:
+        os.getrandom = program.outer_getrandom
     for name, value in zip(_SECRETS, program.outer_secrets, strict=True):
         setattr(secrets, name, value)
     asyncio.as_completed = asyncio.tasks.as_completed = program.outer_as_completed

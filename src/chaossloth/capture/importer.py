@@ -51,7 +51,7 @@ from types import ModuleType
 from typing import Any
 
 from chaossloth import _core
-from chaossloth.capture import entropy
+from chaossloth.capture import entropy, escapes
 from chaossloth.capture.instrument import compile_instrumented, hook_namespace
 from chaossloth.errors import InputError
 
@@ -1116,6 +1116,7 @@ def begin_program() -> None:
     _program_objects = set()
     shallow_resets.clear()
     entropy.begin()
+    escapes.begin()
 
 
 def program_loaded() -> None:
@@ -1153,6 +1154,7 @@ def end_program() -> None:
     _initial = _outer.pop() if _outer else {}
     _loading = None
     entropy.end()
+    escapes.end()
 
 
 def record_initial_state(module: ModuleType) -> None:

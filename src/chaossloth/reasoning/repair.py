@@ -181,11 +181,30 @@ class Repair:
         }
 
 
-def write_patch(program: Any, rep: Repair, keep_dir: str = ".chaossloth") -> str:
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Refuses (InputError) a program file without write permission: a read-only file is the
+    user's word that it is not to be changed (``fix --write --force`` overrides it)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise InputError(f"{path}: cannot patch the file ({exc.strerror or exc})") from None
+    if not mode & 0o222:
+        raise InputError(
+            f"{path}: the file is read-only (mode {mode & 0o777:04o}); not patched "
+            "(fix --write --force patches it anyway)"
+        )
+
+
+def write_patch(
+    program: Any, rep: Repair, keep_dir: str = ".chaossloth", *, force: bool = False
+) -> str:
     """Applies a verified patch to the program's file in place: only if the file still has
-    the hash it had when it was analysed; the original is kept as ``<keep_dir>/<stem>.orig.py``
-    first; the new text goes to a temporary file beside it, then replaces it (one rename: a
-    reader sees the old file or the new one, never half of one).  Returns the backup's path."""
+    the hash it had when it was analysed, and, unless `force`, only if it is writable (a
+    read-only file is the user's word that it is not to be changed); the original is kept as
+    ``<keep_dir>/<stem>.orig.py`` first (report.write_own_file: a symlink planted at the backup's
+    path is replaced, never followed); the new text goes to a temporary file beside it, then
+    replaces it (one rename: a reader sees the old file or the new one, never half of one),
+    with the file's permissions.  Returns the backup's path."""
     assert rep.patch is not None and rep.verified
     target = Path(program.path)
     if file_sha256(target) != program.sha256:
@@ -194,9 +213,10 @@ def write_patch(program: Any, rep: Repair, keep_dir: str = ".chaossloth") -> str
         )
     backup = Path(keep_dir) / f"{target.stem}.orig.py"
     try:
-        backup.parent.mkdir(parents=True, exist_ok=True)
+        if not force:
+            check_writable(target)
         original = target.read_bytes()
-        backup.write_bytes(original)
+        rp.write_own_file(backup, original)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as fh:

@@ -834,6 +834,24 @@ def _lock_creation(
             indent = _indent_of(lines[init.body[0].lineno - 1])
             new = [f"{indent}{me}.{lk.name} = asyncio.Lock(){newline}" for lk in owned]
             edits.append(_Edit(row, row, new))
+        elif init is not None:
+            # a one-line ``def __init__(self): self.n = 0``: its body moves to lines of its own,
+            # after the locks (a second __init__ before it would be overridden by it)
+            params = init.args.posonlyargs + init.args.args
+            me = params[0].arg if params else "self"
+            row = init.body[0].lineno - 1
+            text = lines[row]
+            col = init.body[0].col_offset
+            outer = _indent_of(lines[init.lineno - 1])
+            unit = outer[len(_indent_of(lines[cls.lineno - 1])) :] or "    "
+            indent = outer + unit
+            body = text[col:].rstrip("\r\n")
+            new = [
+                text[:col].rstrip() + newline,
+                *(f"{indent}{me}.{lk.name} = asyncio.Lock(){newline}" for lk in owned),
+                f"{indent}{body}{newline}",
+            ]
+            edits.append(_Edit(row, row + 1, new, [row + 1] + [None] * len(owned) + [row + 1]))
         else:
             first = cls.body[1] if _has_docstring(cls.body) and len(cls.body) > 1 else cls.body[0]
             decorators = getattr(first, "decorator_list", None)

@@ -14,11 +14,15 @@ The failure database (:mod:`chaossloth.database`, ``Config.database``): before e
 program's saved failing schedules are replayed, newest first.  The first that fails again is the
 failure at once (counted as the run's executions; the exploration is skipped unless
 ``stop_on_failure`` is off); those that pass now or no longer fit are dropped, each with a line
-saying why.  A failure the exploration (or stage 4's re-run of it) finds is saved."""
+saying why.  A failure the exploration (or stage 4's re-run of it) finds is saved; so is the one
+it had found when the user's Ctrl-C stops it (:func:`saved_when_interrupted`: the schedule file
+too, as the verdict writes it; the CLI names both in its one line, and exits 130)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ from chaossloth import _core, database, diagnosis, parallel, runner, schedule
 from chaossloth import report as rp
 from chaossloth.errors import InputError, NondeterminismError
 from chaossloth.runner import ExecutionResult, ExplorationResult, ScheduleLog, SentinelResult
+from chaossloth.stages import verdict
 from chaossloth.stages.context import IO_TYPES, Context, input_problem_of, one_line, run_once
 
 
@@ -43,12 +48,66 @@ class Collapse:
         if again is not None and ctx.config.stop_on_failure:
             ctx.failing = again
             return
-        ctx.failing = explore(ctx)
+        with saved_when_interrupted(ctx, again):
+            ctx.failing = explore(ctx)
         if ctx.failing is None and again is not None:
             # --no-stop-on-failure: the exploration ran within its budget and missed the
             # saved failure, which stands
             ctx.failing = again
             record_failure(ctx, again)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The user's Ctrl-C stopped stage 3's exploration (or stage 4's re-run of it), which had
+    found `failing` (None: nothing) and saved it as a FAIL run does: the schedule file
+    `schedule_file` (None: `problem` says why not) and the failure database entry `saved`."""
+
+    def __init__(
+        self,
+        failing: ExecutionResult | None,
+        schedule_file: str | None = None,
+        saved: str | None = None,
+        problem: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.failing = failing
+        self.schedule_file = schedule_file
+        self.saved = saved
+        self.problem = problem
+
+
+@contextlib.contextmanager
+def saved_when_interrupted(ctx: Context, known: ExecutionResult | None = None) -> Iterator[None]:
+    """Runs an exploration of the run's own program: when the user's Ctrl-C stops it, the
+    failing schedule it had found (else `known`, a saved one that failed again) is saved as
+    a FAIL run saves it, and the interrupt goes on as an Interrupted saying so.  An interrupt
+    that stopped no exploration (runner.take_interrupted_exploration) goes on as it is."""
+    runner.take_interrupted_exploration()  # one left by an exploration nobody saved from
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        stopped = runner.take_interrupted_exploration()
+        if stopped is None or isinstance(exc, Interrupted):
+            raise
+        failing = stopped.minimal_failure or known
+        if failing is not None and failing.failure and failing.failure.type_name in IO_TYPES:
+            failing = None  # an input problem, which a finished run would refuse, not a race
+        raise _save_interrupted(ctx, failing) from exc
+
+
+def _save_interrupted(ctx: Context, failing: ExecutionResult | None) -> Interrupted:
+    """Saves an interrupted exploration's failing execution (light: not re-run) to the
+    database and the schedule file, as stage 3 and the verdict do (their lines are not said:
+    the stage stopped)."""
+    if failing is None:
+        return Interrupted(None)
+    _save(ctx, failing)
+    saved = ctx.database.saved if ctx.database is not None else None
+    path = ctx.config.schedule_out or verdict._default_schedule_path(ctx.program)
+    try:
+        return Interrupted(failing, verdict._write_schedule(ctx, failing, path), saved)
+    except InputError as exc:
+        return Interrupted(failing, None, saved, str(exc))
 
 
 def _replay_saved(ctx: Context, db: database.Database) -> ExecutionResult | None:

@@ -49,7 +49,8 @@ class CollisionWindow:
             )
             ctx.config = cfg.replace(timers="relaxed")
             ctx.result.timers = "relaxed"
-            ctx.failing = collapse.explore(ctx)
+            with collapse.saved_when_interrupted(ctx):
+                ctx.failing = collapse.explore(ctx)
         if ctx.failing is None and not t.error and t.first_failure is not None:
             stock_loop_evidence(ctx, t)
 

@@ -102,6 +102,12 @@ class Result:
     #: stage 3: the failure database (Database.to_json: dir, replayed, reproduced, dropped
     #: [{file, reason}], saved, notes), or None when it is off (Config.database '' or None)
     database: dict[str, Any] | None = None
+    #: the optional output files (--json, --sarif, --html) that could not be written, each as
+    #: its one-line error: reported after the verdict, which they never replace
+    write_errors: list[str] = field(default_factory=list)
+    #: stage 8: what the program wrote in the failing execution ({"text", "more_characters"}),
+    #: or None when it wrote nothing (or was not captured)
+    output: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -154,6 +160,7 @@ class Result:
         }
         # what the sentinel and the stock loop add to `complete`
         d["incomplete_reason"] = self.incomplete_reason
+        d["program_output"] = self.output
         d["sentinel"] = self.sentinel
         d["stock_loop_failure"] = self.stock_loop_failure
         d["capture_gap"] = self.capture_gap

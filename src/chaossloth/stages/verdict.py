@@ -13,7 +13,7 @@ from pathlib import Path
 from chaossloth import report as rp
 from chaossloth import schedule
 from chaossloth.errors import InputError
-from chaossloth.runner import ExecutionResult
+from chaossloth.runner import ExecutionResult, printable
 from chaossloth.scenario import Program
 from chaossloth.stages.context import Context, one_line
 
@@ -46,6 +46,7 @@ class Verdict:
                 f"schedule: {res.schedule_file} (replay: chaossloth replay {res.schedule_file})"
                 + ("" if res.replay_reproduces else "  [WARNING: replay did not reproduce]")
             )
+            _program_output(ctx, failing)
             if cfg.mermaid_path:
                 rp.write_text(cfg.mermaid_path, res.mermaid)
                 res.mermaid_file = cfg.mermaid_path
@@ -56,6 +57,8 @@ class Verdict:
             scope = (
                 "every schedule of this workload passes (exploration complete)"
                 if res.complete
+                else f"no failing schedule found (exploration incomplete: {res.incomplete_reason})"
+                if res.incomplete_reason
                 else "no failing schedule found (exploration incomplete: raise "
                 "--max-executions/--time-limit for more)"
             )
@@ -74,6 +77,33 @@ class Verdict:
                 pr.say("patch: none (no lock fixes this hazard; see stage 6)")
             else:
                 pr.say("patch: none verified (see stage 7)")
+
+
+#: lines of the failing execution's output the verdict shows (the JSON report has it all, as
+#: captured: capture.output.KEEP characters)
+OUTPUT_LINES = 20
+OUTPUT_WIDTH = 200
+
+
+def _program_output(ctx: Context, failing: ExecutionResult) -> None:
+    """What the program wrote in the failing execution, once, after the verdict: the report's
+    own lines are never interleaved with it (capture.output)."""
+    text = failing.output
+    if not text and not failing.output_more:
+        return
+    ctx.result.output = {"text": text or "", "more_characters": failing.output_more}
+    lines = (text or "").splitlines()
+    said = f"{len(text or '')} characters" + (
+        f", and {failing.output_more} more not kept" if failing.output_more else ""
+    )
+    ctx.printer.say(f"the program's output in the failing execution ({said}):")
+    for line in lines[:OUTPUT_LINES]:
+        cut = (
+            f" ... ({len(line) - OUTPUT_WIDTH} more characters)" if len(line) > OUTPUT_WIDTH else ""
+        )
+        ctx.printer.say(f"  | {printable(line[:OUTPUT_WIDTH])}{cut}")
+    if len(lines) > OUTPUT_LINES:
+        ctx.printer.say(f"  | ... {len(lines) - OUTPUT_LINES} more line(s), in the JSON report")
 
 
 def _stock_loop_verdict(ctx: Context) -> None:
@@ -107,7 +137,7 @@ def _write_schedule(ctx: Context, failing: ExecutionResult, path: str) -> str:
         failing, ctx.result.program, timers=cfg.timers, max_steps=cfg.max_steps
     )
     try:
-        return str(schedule.write(sched, path))
+        return str(schedule.write(sched, path, chosen=cfg.schedule_out is not None))
     except OSError as exc:
         # the verdict stands: the schedule goes to a fresh temporary directory, said so
         reason = exc.strerror or str(exc)
