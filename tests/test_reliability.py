@@ -442,12 +442,6 @@ def test_a_thread_that_never_wakes_the_task_is_a_lost_wakeup(tmp_path: Path) -> 
     assert "FAIL: lost wake-up found" in r.stdout
 
 
-@pytest.mark.xfail(
-    sys.version_info >= (3, 13),
-    reason="3.13: the reused worker's second job is reported as a lost wake-up (the worker is "
-    "seen idle in work_queue.get with an empty queue); a false alarm not yet understood",
-    strict=False,
-)
 def test_a_reused_pool_thread_passes_incomplete_saying_why(tmp_path: Path) -> None:
     write(tmp_path, "threads.py", THREADS)
     r = check(tmp_path, "threads.py", "pool")

@@ -562,13 +562,17 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         the events sent, in thread start order."""
         threads = self._cs_threads
         events: list[tuple[int, Any]] = []
+        looks = 0
         while True:
             events.extend(self._cs_take_external())
             sent = {ident for ident, _ in events}
-            if not any(
-                t.is_alive() and t.ident not in sent and not _blocked(t) for t, _ in threads
-            ):
+            unsent = [t for t, _ in threads if t.is_alive() and t.ident not in sent]
+            # a thread is seen waiting on two looks with a sleep between them (which lets it
+            # take the GIL): one woken in C (a queue's get that took an item) still shows
+            # the waiting frame until it runs again
+            if not unsent or (looks >= 2 and not any(not _blocked(t) for t in unsent)):
                 break
+            looks = 0 if any(not _blocked(t) for t in unsent) else looks + 1
             _real_sleep(_EXTERNAL_POLL)
         rank = {t.ident: k for k, (t, _) in enumerate(threads)}
         ordered = sorted(range(len(events)), key=lambda i: (rank.get(events[i][0], len(rank)), i))
