@@ -61,9 +61,12 @@ async def probe_self():
 
 async def handlers_kept():
     seen = []
-    old = signal.signal(signal.SIGINT, lambda *a: seen.append(a))
-    assert callable(signal.getsignal(signal.SIGINT))
-    signal.signal(signal.SIGINT, old)
+    def mine(*a):
+        seen.append(a)
+
+    old = signal.signal(signal.SIGINT, mine)
+    assert signal.getsignal(signal.SIGINT) is mine
+    assert signal.signal(signal.SIGINT, old) is mine  # the previous one: the program's own
     await asyncio.sleep(0)
 
 async def exit_handler():

@@ -567,18 +567,20 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
             events.extend(self._cs_take_external())
             sent = {ident for ident, _ in events}
             unsent = [t for t, _ in threads if t.is_alive() and t.ident not in sent]
-            # a thread is seen waiting on two looks with a sleep between them (which lets it
-            # take the GIL): one woken in C (a queue's get that took an item) still shows
-            # the waiting frame until it runs again
-            if not unsent or (looks >= 2 and not any(not _blocked(t) for t in unsent)):
+            if not unsent:
                 break
-            looks = 0 if any(not _blocked(t) for t in unsent) else looks + 1
+            # a thread is seen waiting on three looks in a row, with sleeps between them (which
+            # let it take the GIL): one woken in C (a queue's get that took an item) still
+            # shows the waiting frame until it runs again
+            looks = looks + 1 if all(_blocked(t) for t in unsent) else 0
+            if looks == 3:
+                break
             _real_sleep(_EXTERNAL_POLL)
         rank = {t.ident: k for k, (t, _) in enumerate(threads)}
-        ordered = sorted(range(len(events)), key=lambda i: (rank.get(events[i][0], len(rank)), i))
         steps = self._cs_steps
-        for i in ordered:
-            ident, handle = events[i]
+        # thread start order (an unknown thread's after them), each thread's in arrival order
+        ordered = sorted(enumerate(events), key=lambda e: (rank.get(e[1][0], len(rank)), e[0]))
+        for _, (ident, handle) in ordered:
             k = rank.get(ident)
             if k is None or threads[k][1] != steps:
                 # steps ran while the thread could have sent it: it was placed here only

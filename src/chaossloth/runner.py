@@ -684,11 +684,6 @@ def failure_from_exception(exc: BaseException, task: str | None = None) -> Failu
     return _failure_from_exc("exception", exc, task)
 
 
-@contextlib.contextmanager
-def _no_capture() -> Iterator[None]:
-    yield None
-
-
 # ------------------------------------------------------------------ naming
 
 
@@ -882,7 +877,7 @@ class _Driver:
         tasks: list[weakref.ref[Any]] = []
         sync.tracker = tasks
         try:
-            with watched(), output.captured() if output.ENABLED else _no_capture() as out:
+            with watched(), output.captured() as out:
                 try:
                     result = self._run(index, detailed, tasks)
                     if out is not None and result.failed:

@@ -62,6 +62,8 @@ import time
 import uuid
 from typing import Any
 
+from chaossloth.capture.escapes import tool_frame
+
 #: the seed of the module-level generator when a program starts loading
 SEED = 0
 #: the seed of uuid4's generator
@@ -98,16 +100,10 @@ _seeded_uuid4.__name__ = _seeded_uuid4.__qualname__ = "uuid4"
 _seeded_uuid4.__module__ = "uuid"
 
 _real_urandom, _real_getrandom = os.urandom, getattr(os, "getrandom", None)
-_real_random_urandom = random._urandom  # type: ignore[attr-defined]
-
-
-def _ours(frame: Any) -> bool:
-    name = frame.f_globals.get("__name__")
-    return type(name) is str and (name == "chaossloth" or name.startswith("chaossloth."))
 
 
 def _seeded_urandom(size: int) -> bytes:
-    if _ours(_getframe(1)):
+    if tool_frame(_getframe(1)):
         return _real_urandom(size)
     size = operator.index(size)
     if size < 0:
@@ -116,7 +112,7 @@ def _seeded_urandom(size: int) -> bytes:
 
 
 def _seeded_getrandom(size: int, flags: int = 0) -> bytes:
-    if _ours(_getframe(1)):
+    if tool_frame(_getframe(1)):
         return _real_getrandom(size, flags)  # type: ignore[misc]
     return _seeded_urandom(size)
 
@@ -226,8 +222,7 @@ def _loop_now() -> float | None:
     loop = _get_running_loop()
     if loop is None or not getattr(loop, "_cs_virtual_clock", False):
         return None
-    caller = _getframe(2).f_globals.get("__name__")
-    if type(caller) is str and (caller == "chaossloth" or caller.startswith("chaossloth.")):
+    if tool_frame(_getframe(2)):
         return None
     return loop.time()
 

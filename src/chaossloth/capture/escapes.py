@@ -65,13 +65,19 @@ _handlers: dict[int, Any] = {}
 _exit_handlers: list[Any] = []
 
 
+def tool_frame(frame: Any) -> bool:
+    """Whether `frame` runs ChaosSloth's own code (a module of the chaossloth package): the
+    functions that replace the program's view of the process (here, capture.entropy,
+    capture.threads) are the real ones for it."""
+    name = frame.f_globals.get("__name__")
+    return type(name) is str and (name == "chaossloth" or name.startswith("chaossloth."))
+
+
 def _caller() -> tuple[bool, str]:
     """Whether the caller of the replaced function is ChaosSloth's own code, and its
     ``file:line``."""
     frame = _getframe(2)
-    name = frame.f_globals.get("__name__")
-    ours = type(name) is str and (name == "chaossloth" or name.startswith("chaossloth."))
-    return ours, f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+    return tool_frame(frame), f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def _refuse(call: str, where: str) -> ProcessEnding:
@@ -152,7 +158,7 @@ def _signal(signalnum: Any, handler: Any) -> Any:
         return _real["signal"](signalnum, handler)
     # the real function's checks (a valid signal number, a callable or SIG_DFL/SIG_IGN), without
     # installing anything: getsignal validates the number, the handler is checked here
-    previous = _getsignal(signalnum)
+    previous = _program_handler(signalnum)
     if not callable(handler) and handler not in (signal.SIG_DFL, signal.SIG_IGN):
         raise TypeError(
             "signal handler must be signal.SIG_IGN, signal.SIG_DFL, or a callable object"
@@ -161,12 +167,18 @@ def _signal(signalnum: Any, handler: Any) -> Any:
     return previous
 
 
-def _getsignal(signalnum: Any) -> Any:
+def _program_handler(signalnum: Any) -> Any:
+    """The handler the program set for `signalnum`, or the one installed (a ValueError for
+    an invalid number, as the real getsignal raises)."""
     real = _real["getsignal"](signalnum)
+    return _handlers.get(int(signalnum), real)
+
+
+def _getsignal(signalnum: Any) -> Any:
     ours, _ = _caller()
     if ours:
-        return real
-    return _handlers.get(int(signalnum), real)
+        return _real["getsignal"](signalnum)
+    return _program_handler(signalnum)
 
 
 def _register(func: Any, *args: Any, **kwargs: Any) -> Any:

@@ -75,9 +75,13 @@ class RunOutput(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def captured() -> Iterator[RunOutput]:
+def captured() -> Iterator[RunOutput | None]:
     """``sys.stdout`` and ``sys.stderr`` are one RunOutput while the block runs; the streams
-    that were there before are put back after it, whatever the program rebound them to."""
+    that were there before are put back after it, whatever the program rebound them to.  With
+    capture off (ENABLED), nothing is redirected and the block gets None."""
+    if not ENABLED:
+        yield None
+        return
     out = RunOutput()
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = out

@@ -17,6 +17,8 @@ import sys
 import threading
 from typing import Any
 
+from chaossloth.capture.escapes import tool_frame
+
 _real_start = threading.Thread.start
 _get_running_loop = asyncio.events._get_running_loop
 _getframe = sys._getframe
@@ -29,10 +31,8 @@ def _start(self: threading.Thread) -> None:
     started = getattr(loop, "_cs_thread_started", None)
     if started is None:
         return
-    name = _getframe(1).f_globals.get("__name__")
-    if type(name) is str and (name == "chaossloth" or name.startswith("chaossloth.")):
-        return
-    started(self)
+    if not tool_frame(_getframe(1)):
+        started(self)
 
 
 _start.__name__ = _start.__qualname__ = "start"
