@@ -102,6 +102,8 @@ int cs_hooks_actor_note(PyObject *task, PyObject *callback, PyObject *args, uint
  * asyncio.events._get_running_loop()._cs_actor tells while a controlled loop runs its steps,
  * without the call (nor its getpid()).  Never raises. */
 int cs_loop_running_actor(cs_actor *out);
+/* obj is a controlled loop's core (a ControlledLoop) */
+int cs_loop_is_core(PyObject *obj);
 /* loop.c: is the asyncio future done (its C done() unbound for a C Future, no record)?
  * 1, 0, or -1 with an exception. */
 int cs_loop_future_is_done(PyObject *future);

@@ -883,7 +883,45 @@ static int site_of(PyObject *site_obj, uint32_t *site) {
  * Recorded where an operation can touch state the hooks cannot name (exec,
  * eval, globals(), sys.modules changes), or where a deep read or write gives
  * up (too large an object graph): coarser than any real access. */
+/* Writes made by a thread other than the one that attached the explorer (the loop's): a
+ * thread the program started, running beside the loop's steps.  They are recorded as the
+ * open step's (or not at all between steps), and their interleavings with the loop's steps
+ * are not explored: the front end takes the count (hooks_thread_accesses) and says the
+ * exploration is not complete.  Such a thread's reads are not counted (a read of the future
+ * it completes, of the loop it calls, is every such thread's): a read racing a step's write
+ * is a gap (issue 37). */
+static unsigned long hooks_thread;
+static uint64_t n_thread_accesses;
+
+/* obj is the loop, one of its futures, a method bound to one (fut.set_result), or an object
+ * of the capture's own (a RecordingMethod: the future's class attribute that a bound method's
+ * walk reaches) */
+static int loop_side(PyObject *obj) {
+    if (cs_loop_is_core(obj) || PyObject_HasAttrString(obj, "_asyncio_future_blocking")) return 1;
+    if (strncmp(Py_TYPE(obj)->tp_name, "chaossloth._core.", 17) == 0) return 1;
+    PyObject *self = PyObject_GetAttrString(obj, "__self__");
+    if (!self) {
+        PyErr_Clear();
+        return 0;
+    }
+    int side = self != obj && self != Py_None &&
+               (cs_loop_is_core(self) || PyObject_HasAttrString(self, "_asyncio_future_blocking"));
+    Py_DECREF(self);
+    return side;
+}
+
+static void note_thread(int kind, PyObject *holder) {
+    if (!hooks_ex || (kind & CS_KIND_MASK) != KIND_WRITE ||
+        PyThread_get_thread_ident() == hooks_thread)
+        return;
+    /* the loop and its futures are what such a thread hands its events to
+     * (call_soon_threadsafe(fut.set_result, v)): the external event the loop models */
+    if (holder && loop_side(holder)) return;
+    n_thread_accesses++;
+}
+
 static int record_barrier(int kind, PyObject *site_obj) {
+    note_thread(kind, NULL);
     uint32_t site;
     if (site_of(site_obj, &site) < 0) return -1;
     int base = kind & CS_KIND_MASK;
@@ -960,6 +998,7 @@ static rcache_entry *rcache_slot(uint64_t cid, uint64_t key, int kind, uint32_t 
 
 static int record(PyObject *holder, uint64_t key, int kind, PyObject *site_obj,
                   PyObject *keyobj, uint64_t *cid_out) {
+    note_thread(kind, holder);
     uint32_t site;
     if (site_of(site_obj, &site) < 0) return -1;
     if (!modules_dict) modules_dict = PyImport_GetModuleDict();
@@ -4922,6 +4961,15 @@ void cs_hooks_set_explorer(cs_explorer *ex) {
     hooks_ex = NULL;
     hooks_clear();
     hooks_ex = ex;
+    hooks_thread = PyThread_get_thread_ident();
+}
+
+/* hooks_thread_accesses(): the writes other threads made since the last call (note_thread),
+ * and the count starts again. */
+static PyObject *h_thread_accesses(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(unused)) {
+    uint64_t n = n_thread_accesses;
+    n_thread_accesses = 0;
+    return PyLong_FromUnsignedLongLong(n);
 }
 
 cs_explorer *cs_hooks_get_explorer(void) { return hooks_ex; }
@@ -4989,6 +5037,8 @@ static PyMethodDef hook_methods[] = {
     {"hooks_attach", h_attach, METH_O, "Point the hooks at an Explorer (or None)."},
     {"hooks_log", h_log, METH_O, "hooks_log(on) -> entries logged so far; switch logging."},
     {"hooks_stats", h_stats, METH_NOARGS, "Counters of the hooks."},
+    {"hooks_thread_accesses", h_thread_accesses, METH_NOARGS,
+     "Writes by threads other than the loop's since the last call; the count restarts."},
     {"hooks_object_id", h_object_id, METH_O,
      "The canonical id an object has in this execution (None if unseen)."},
     {"set_instrumented_files", h_set_files, METH_O,

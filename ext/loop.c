@@ -784,6 +784,8 @@ static HandleObject *new_handle(LoopCoreObject *self, int timer, PyObject *cb,
 
 int cs_loop_debug(LoopCoreObject *self) { return self->debug; }
 
+int cs_loop_is_core(PyObject *obj) { return PyObject_TypeCheck(obj, &LoopCoreType); }
+
 static int release_member(LoopCoreObject *self, cs_actor a);
 
 int cs_loop_cancel_handle(LoopCoreObject *self, HandleObject *h) {

@@ -157,6 +157,9 @@ class ExecutionResult:
     #: an event a thread sent (call_soon_threadsafe) was delivered at an idle point although
     #: it could have come while other steps ran (loop.py, "External events")
     external_early: bool = False
+    #: writes made by threads other than the loop's (ext/hooks.c note_thread): their
+    #: interleavings with the loop's steps were not explored
+    thread_accesses: int = 0
     #: a failing execution: what the program wrote to stdout and stderr in it (capture.output:
     #: the first KEEP characters) and how many more it wrote; None when not captured
     output: str | None = None
@@ -200,6 +203,8 @@ class ExplorationResult:
     relaxed_timers_left: bool = False
     #: an execution placed a thread's event at an idle point only (ExecutionResult)
     external_early: bool = False
+    #: an execution had writes by threads other than the loop's (ExecutionResult)
+    thread_accesses: bool = False
     #: False when distinct_traces is a lower bound (--jobs: the largest worker's count)
     distinct_traces_exact: bool = True
     #: distinct_traces is an upper bound (dpor with --jobs: each process counts its own new
@@ -868,6 +873,7 @@ class _Driver:
         if not sync.is_installed():  # pragma: no cover - run() is only called in capturing()
             raise RuntimeError("an execution runs with the asyncio capture installed")
         _core.hooks_reset()
+        _core.hooks_thread_accesses()  # counted from this execution's start
         return _core.hooks_reset
 
     # -- one execution ---------------------------------------------------------------------
@@ -967,6 +973,7 @@ class _Driver:
         outcome = ABORTED if aborted else (FAILED if failure is not None else OK)
         timers_pending = loop._cs_timer_count
         external_early = loop._cs_external_early
+        thread_accesses = _core.hooks_thread_accesses()
         steps, paths, trace, sites, devs = self._record(loop, detailed, sched)
         if build is not None and failure is not None:
             # built here, still inside the execution (the verdict describes objects that the
@@ -1002,6 +1009,7 @@ class _Driver:
             divergence=divergence,
             timers_pending=timers_pending,
             external_early=external_early,
+            thread_accesses=thread_accesses,
         )
 
     def _classify(
@@ -1552,6 +1560,12 @@ EXTERNAL_EARLY_REASON = (
     "those other arrival points were not explored"
 )
 
+THREAD_ACCESS_REASON = (
+    "a thread other than the loop's wrote state (instrumented code run by a thread the "
+    "program started); the interleavings of that thread with the loop's steps were not "
+    "explored"
+)
+
 RELAXED_PENDING_REASON = (
     "relaxed timers were still pending when an execution ended; DPOR cannot prove that "
     "firing them earlier changes nothing (strict timers, or the exhaustive strategy, can)"
@@ -1774,6 +1788,8 @@ def _explore_loop(
             result.relaxed_timers_left = True
         if r.external_early:
             result.external_early = True
+        if r.thread_accesses:
+            result.thread_accesses = True
         if r.outcome == ABORTED and r.divergence is not None:
             _merge_stats(result, ex, strategy)
             raise _nondeterminism(r, f"execution {r.index} ({strategy})")
@@ -1936,6 +1952,9 @@ def explore(
         # the reduction cannot vouch for the schedules where it fires before the end.
         result.complete = False
         result.incomplete_reason = RELAXED_PENDING_REASON
+    elif result.complete and result.thread_accesses:
+        result.complete = False
+        result.incomplete_reason = THREAD_ACCESS_REASON
     elif result.complete and result.external_early:
         result.complete = False
         result.incomplete_reason = EXTERNAL_EARLY_REASON
