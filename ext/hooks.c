@@ -899,6 +899,13 @@ static uint64_t n_thread_accesses;
 static int loop_side(PyObject *obj) {
     if (cs_loop_is_core(obj) || PyObject_HasAttrString(obj, "_asyncio_future_blocking")) return 1;
     if (strncmp(Py_TYPE(obj)->tp_name, "chaossloth._core.", 17) == 0) return 1;
+    /* what a walk of a future's bound method reaches of its C type: the type's own descriptors
+     * (3.12+), immutable, nobody's state */
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &PyMethodDescr_Type || t == &PyGetSetDescr_Type || t == &PyMemberDescr_Type ||
+        t == &PyClassMethodDescr_Type || t == &PyWrapperDescr_Type)
+        return 1;
+    if (PyType_Check(obj) && !(((PyTypeObject *)obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 1;
     PyObject *self = PyObject_GetAttrString(obj, "__self__");
     if (!self) {
         PyErr_Clear();
