@@ -403,7 +403,8 @@ def test_every_error_is_one_line_in_the_markers_words(project: Path) -> None:
         "test_unknown": "unknown option(s) max_exec (options: strategy, max_executions,",
         "test_wrong_type": "option max_executions must be an integer of at least 1, not 'many'",
         "test_require_complete_type": "option require_complete must be True or False, not 'yes'",
-        "test_forever": "still running after 50 steps. Raise max_steps= if it is merely long.",
+        "test_forever": "still running after 50 steps, 50 of them by Task main (test_forever) "
+        "(a loop that awaits); raise max_steps= if it is merely long",
         "test_real_io": "the workload does real I/O, which cannot be explored",
         "test_not_async": "@pytest.mark.chaossloth needs an async def test",
     }

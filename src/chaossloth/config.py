@@ -135,7 +135,8 @@ class Config:
         None,
         f"wall-time budget of the exploration in seconds (default: {DEFAULT_TIME_LIMIT:g} in "
         "the CLI and the pytest plugin unless max_executions is given; no limit in "
-        "runner.explore)",
+        "runner.explore); also the limit of one execution, and of the stages before the "
+        "exploration (capture, alphabet), counted from the command's start",
         "--time-limit",
     )
     max_steps: int = _opt(

@@ -14,8 +14,9 @@ from typing import TextIO
 from chaossloth import report as rp
 from chaossloth import runner
 from chaossloth.config import Config
+from chaossloth.errors import InputError
 from chaossloth.scenario import Program, oracle_with_invariant
-from chaossloth.stages import STAGES, Context, Result
+from chaossloth.stages import STAGES, Context, Result, Stage
 
 __all__ = ["Result", "run"]
 
@@ -43,15 +44,16 @@ def run(
         full=full,
         progress=progress,
     )
-    for stage in STAGES:
-        reason = stage.skip_reason(ctx)
-        if reason is not None:
-            ctx.printer.skipped(stage.name, reason)
-            if full and not stage.implemented:
-                res.not_implemented.append(stage.name)
-            continue
-        with ctx.printer.stage(stage.name):
-            stage.run(ctx)
+    with runner.run_budget(config.time_budget()):
+        for stage in STAGES:
+            reason = stage.skip_reason(ctx)
+            if reason is not None:
+                ctx.printer.skipped(stage.name, reason)
+                if full and not stage.implemented:
+                    res.not_implemented.append(stage.name)
+                continue
+            with ctx.printer.stage(stage.name):
+                _run_stage(stage, ctx)
     res.stages = list(ctx.printer.times)
     if ctx.repair is not None:
         res.repair = ctx.repair.to_json()
@@ -66,3 +68,20 @@ def run(
                 f"{config.json_path}: cannot write the report ({exc.strerror or exc})"
             )
     return res
+
+
+def _run_stage(stage: Stage, ctx: Context) -> None:
+    """Runs one stage.  When the run armed the watchdog itself (runner.run_budget: a library
+    caller such as the pytest plugin, whose process no command's handler guards), the
+    watchdog's KeyboardInterrupt that leaves a stage (a stock-loop run of stage 4, or one
+    landing between executions) is the run's input error, never the caller's interrupt."""
+    try:
+        stage.run(ctx)
+    except KeyboardInterrupt:
+        if not runner.armed_by_run_budget() or runner.user_interrupted():
+            raise
+        if not runner.time_limit_hit():
+            raise
+        raise InputError(
+            f"{runner.time_limit_message()} (stage {STAGES.index(stage) + 1}, {stage.name})"
+        ) from None

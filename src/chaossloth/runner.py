@@ -250,6 +250,31 @@ class _Interrupts:
     hard_stop = False
     #: the exploration the user's Ctrl-C stopped, until taken (take_interrupted_exploration)
     exploration: ExplorationResult | None = None
+    #: the monotonic time the command's budget counts from (set_execution_limit), until the
+    #: outermost run_budget takes it; None: a run counts from its own start
+    origin: float | None = None
+    #: the run's budget (run_budget): its seconds and the monotonic time they count from
+    run_seconds: float | None = None
+    run_origin = 0.0
+    #: run_budget armed the watchdog (no command did); its origin is the command's
+    run_armed = False
+    run_from_command = False
+    #: the time by which the executions running now must end, whatever their own limit (a
+    #: stage's share of the run's budget: stage_deadline), its seconds and what it bounds
+    deadline: float | None = None
+    deadline_seconds = 0.0
+    deadline_of = ""
+    #: the running execution's loop, weakly (_Driver._new_loop): the watchdog reads its step
+    #: counter to tell a step that never awaits from a long run of steps
+    loop: weakref.ref[Any] | None = None
+    #: what the watchdog saw when it interrupted (time_limit_message): the steps begun (None:
+    #: no controlled loop), the seconds since that count last moved (a lower bound on how long
+    #: the step in progress had run: sampled every WATCHDOG_PERIOD), the execution's seconds,
+    #: and whether the stage's deadline came before the execution's own limit
+    fired_steps: int | None = None
+    fired_stuck = 0.0
+    fired_elapsed = 0.0
+    fired_by_deadline = False
 
 
 def note_interrupted_exploration(result: ExplorationResult | None) -> None:
@@ -288,33 +313,174 @@ def time_limit_hit() -> bool:
     return _Interrupts.watchdog
 
 
-#: the watchdog's grace beyond the limit before it interrupts the running execution, and again
-#: before it ends the process: max(WATCHDOG_MIN_GRACE, WATCHDOG_GRACE_SHARE * limit)
-WATCHDOG_MIN_GRACE = 2.0
-WATCHDOG_GRACE_SHARE = 0.5
-#: how often the watchdog looks (seconds)
+#: the watchdog interrupts an execution at its limit, with no grace (a budget holds to within
+#: the watchdog's reaction: it wakes at the due time, and the interrupt lands at the next
+#: bytecode); with hard_stop it ends the process when the execution has still not returned
+#: max(WATCHDOG_MIN_GRACE, WATCHDOG_GRACE_SHARE * limit) later
+WATCHDOG_MIN_GRACE = 1.0
+WATCHDOG_GRACE_SHARE = 0.1
+#: the longest the watchdog sleeps between two looks (seconds): also the resolution of its
+#: samples of the running execution's step count
 WATCHDOG_PERIOD = 0.1
+#: the least time limit of one execution, and the least time capture gets from its own start:
+#: a budget below it (the pytest plugin's share of a spent total, 0.05 s), or one the
+#: interpreter's start-up used up on a loaded machine, still lets the program run in the
+#: default order, which every later stage needs
+MIN_EXECUTION_SECONDS = 1.0
+#: the interrupted step "never awaits" when the step count had not moved for at least this
+#: share of the execution's time; else the steps kept ending and the workload is long
+STUCK_SHARE = 0.5
+#: the CLI's budget counts from its process's start (the interpreter's start-up and imports
+#: are part of the command's time) when that start is at most this many seconds earlier;
+#: else (a process that ran other things before calling the command) from the call
+PROCESS_START_SLACK = 5.0
 
 _watchdog_thread: threading.Thread | None = None
+
+
+def _process_start() -> float | None:
+    """time.monotonic() at this process's start (Linux: /proc/self/stat's start time, in clock
+    ticks since boot, against CLOCK_BOOTTIME), or None where that is not known."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        # the fields after the command's parenthesized name, from the 3rd: starttime is the 22nd
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])
+        since = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    if not 0.0 <= since <= PROCESS_START_SLACK:
+        return None
+    return time.monotonic() - since
 
 
 def set_execution_limit(seconds: float | None, *, hard_stop: bool = False) -> None:
     """The time limit for an execution that never ends (a step that loops without awaiting):
     the explorer checks its time limit between executions and the step budget bounds an
     execution's steps, but a single step that never returns is seen only by this watchdog
-    thread.  An execution running longer than `seconds` plus a grace is interrupted: the
-    watchdog raises KeyboardInterrupt in the main thread (``_thread.interrupt_main``, the path
-    SIGINT takes: it lands between two bytecodes of Python code, never inside the C loop's
+    thread.  An execution running longer than `seconds` (at least MIN_EXECUTION_SECONDS), or
+    past the deadline of the stage running it (stage_deadline), is interrupted: the watchdog
+    raises KeyboardInterrupt in the main thread (``_thread.interrupt_main``, the path SIGINT
+    takes: it lands between two bytecodes of Python code, never inside the C loop's
     bookkeeping); the execution ends aborted and :func:`time_limit_hit` is true (an exploration
-    stops as if its budget ran out; run_once raises InputError).  With `hard_stop` (the CLI),
-    an execution that swallows the interrupt or never returns to Python ends the process after
-    a second grace (exit 2, one line).  None disables it."""
+    stops as if its budget ran out; run_once raises InputError, time_limit_message's).  With
+    `hard_stop` (the CLI, which owns its process), an execution that swallows the interrupt or
+    never returns to Python ends the process after a grace (exit 2, one line), and the run's
+    budget (run_budget) counts from the process's start.  None disables it."""
     global _watchdog_thread
     _Interrupts.limit = seconds
     _Interrupts.hard_stop = hard_stop
+    _Interrupts.origin = None
+    if seconds is not None:
+        _Interrupts.origin = (_process_start() if hard_stop else None) or time.monotonic()
     if seconds is not None and _watchdog_thread is None:
         _watchdog_thread = threading.Thread(target=_watch, name="chaossloth-watchdog", daemon=True)
         _watchdog_thread.start()
+
+
+@contextlib.contextmanager
+def run_budget(seconds: float | None) -> Iterator[None]:
+    """One run of the pipeline under the wall-time budget `seconds` (Config.time_budget();
+    None: none).  It counts from the command's start (set_execution_limit's, taken by the
+    outermost run: a run nested in it, stage 7's of the patched program, counts from its own
+    start), else from now; the stages before the exploration end within it (stage_deadline).
+    When nothing armed the watchdog (a library caller: the pytest plugin) and this is the main
+    thread, the run's executions get `seconds` as their time limit, for the block only."""
+    i = _Interrupts
+    saved = (i.run_seconds, i.run_origin, i.run_armed, i.run_from_command)
+    origin, _Interrupts.origin = _Interrupts.origin, None
+    _Interrupts.run_from_command = origin is not None
+    _Interrupts.run_seconds = seconds
+    _Interrupts.run_origin = origin if origin is not None else time.monotonic()
+    arm = (
+        seconds is not None
+        and _Interrupts.limit is None
+        and threading.current_thread() is threading.main_thread()
+    )
+    if arm:
+        set_execution_limit(seconds)
+        _Interrupts.origin = None
+        _Interrupts.run_armed = True
+    try:
+        yield
+    finally:
+        if arm:
+            set_execution_limit(None)
+        i.run_seconds, i.run_origin, i.run_armed, i.run_from_command = saved
+
+
+def armed_by_run_budget() -> bool:
+    """The running pipeline armed the watchdog itself (run_budget): a KeyboardInterrupt it
+    sends is the run's to turn into an error, no command's handler is there to."""
+    return _Interrupts.run_armed
+
+
+def budget_deadline() -> tuple[float, float] | None:
+    """(deadline, seconds) of the running pipeline's budget for the stages before the
+    exploration (run_budget: its origin plus its seconds), or None without a budget."""
+    seconds = _Interrupts.run_seconds
+    if seconds is None:
+        return None
+    return _Interrupts.run_origin + seconds, seconds
+
+
+def budget_origin_words() -> str:
+    """Where the running pipeline's budget counts from, for messages: the command's start
+    (set_execution_limit's), else the run's own (run_budget's)."""
+    return "the command's start" if _Interrupts.run_from_command else "the run's start"
+
+
+@contextlib.contextmanager
+def stage_deadline(what: str, floor: float = 0.0) -> Iterator[tuple[float, float] | None]:
+    """The executions of the block end by the run's budget_deadline(), but at least `floor`
+    seconds from now (a stage that must run the program once: however long the start took),
+    yielded as (deadline, the budget's seconds), or None without a budget: the watchdog
+    interrupts an execution still running then, and time_limit_message names `what`
+    ("capture (stage 1)") as what ran past it."""
+    budget = budget_deadline()
+    if budget is not None and floor > 0.0:
+        budget = (max(budget[0], time.monotonic() + floor), budget[1])
+    saved = (_Interrupts.deadline, _Interrupts.deadline_seconds, _Interrupts.deadline_of)
+    if budget is not None:
+        _Interrupts.deadline, _Interrupts.deadline_seconds = budget
+        _Interrupts.deadline_of = what
+    try:
+        yield budget
+    finally:
+        _Interrupts.deadline, _Interrupts.deadline_seconds, _Interrupts.deadline_of = saved
+
+
+def time_limit_message() -> str:
+    """The one line of an execution the watchdog stopped: which budget it ran past (the
+    execution's --time-limit, or the stage's share of the run's), and why it ran so long: a
+    step that never awaits (the step count had stood still for most of the execution), or a
+    long workload (its steps kept ending: the figure to raise is the time limit)."""
+    i = _Interrupts
+    if i.fired_by_deadline:
+        head = (
+            f"{i.deadline_of} ran past the time limit of {i.deadline_seconds:g}s, counted from "
+            f"{budget_origin_words()},"
+        )
+        limit = i.deadline_seconds
+    else:
+        limit = max(i.limit or 0.0, MIN_EXECUTION_SECONDS)
+        head = f"an execution of the program ran past the time limit of {limit:g}s"
+    steps = i.fired_steps
+    if steps is None:
+        return (
+            f"{head} and was stopped (a step that never awaits?); raise --time-limit if it "
+            "needs longer"
+        )
+    if steps > 0 and i.fired_stuck >= STUCK_SHARE * i.fired_elapsed:
+        return (
+            f"{head} and was stopped: its step {steps} had run for {i.fired_stuck:.1f}s without "
+            "awaiting (a loop that never awaits?); raise --time-limit if it needs longer"
+        )
+    return (
+        f"{head} and was stopped at its step {steps:,}, its steps still awaiting one after "
+        "another: the workload is long, not stuck; raise --time-limit for it to finish, or "
+        "shrink it"
+    )
 
 
 class _Watched:
@@ -333,6 +499,7 @@ class _Watched:
             collector.leave()
             raise
         _Interrupts.watchdog = False
+        _Interrupts.loop = None
         _Interrupts.serial += 1
         _Interrupts.started = time.monotonic()
         _Interrupts.in_execution = True
@@ -360,27 +527,63 @@ def watched() -> contextlib.AbstractContextManager[None]:
 
 def restart_watchdog() -> None:
     """In a forked process (parallel.py's workers): the watchdog thread did not survive the
-    fork; start a new one if a time limit is set."""
+    fork; start a new one if a time limit is set (the budget's origin stays the parent's)."""
     global _watchdog_thread
     _watchdog_thread = None
+    origin = _Interrupts.origin
     set_execution_limit(_Interrupts.limit, hard_stop=_Interrupts.hard_stop)
+    _Interrupts.origin = origin
+
+
+def _loop_steps() -> int | None:
+    """The running execution's step count (its loop's), or None (no controlled loop)."""
+    ref = _Interrupts.loop
+    loop = ref() if ref is not None else None
+    if loop is None:
+        return None
+    try:
+        return int(loop._cs_steps)
+    except Exception:  # noqa: BLE001 - a loop being torn down: no sample
+        return None
 
 
 def _watch() -> None:
-    fired_for = -1
+    fired_for, fired_at = -1, 0.0
+    # the execution sampled, its last step count and when that count was first seen
+    seen_for, seen_steps, moved_at = -1, 0, 0.0
     while True:
-        time.sleep(WATCHDOG_PERIOD)
         limit = _Interrupts.limit
         if limit is None or not _Interrupts.in_execution:
+            time.sleep(WATCHDOG_PERIOD)
             continue
-        serial, grace = _Interrupts.serial, max(WATCHDOG_MIN_GRACE, WATCHDOG_GRACE_SHARE * limit)
-        late = time.monotonic() - _Interrupts.started - limit
+        serial, started = _Interrupts.serial, _Interrupts.started
+        deadline = _Interrupts.deadline
+        if serial != _Interrupts.serial or not _Interrupts.in_execution:
+            continue  # an execution began between the reads: its own values next time
+        now = time.monotonic()
+        if seen_for != serial:
+            # a loop is attached with its count at 0: the first step began after `started`
+            seen_for, seen_steps, moved_at = serial, 0, started
+        steps = _loop_steps()
+        if steps is not None and steps != seen_steps:
+            seen_steps, moved_at = steps, now
+        due = started + max(limit, MIN_EXECUTION_SECONDS)
+        by_deadline = deadline is not None and deadline < due
+        if by_deadline:
+            due = deadline  # type: ignore[assignment]
         if fired_for != serial:
-            if late >= grace:
-                fired_for = serial
+            if now >= due:
+                fired_for, fired_at = serial, now
+                _Interrupts.fired_steps = steps
+                _Interrupts.fired_stuck = now - moved_at
+                _Interrupts.fired_elapsed = now - started
+                _Interrupts.fired_by_deadline = by_deadline
                 _Interrupts.watchdog = True
                 _thread.interrupt_main()
-        elif late >= 2 * grace and _Interrupts.hard_stop:
+            time.sleep(max(0.001, min(WATCHDOG_PERIOD, due - time.monotonic())))
+            continue
+        grace = max(WATCHDOG_MIN_GRACE, WATCHDOG_GRACE_SHARE * limit)
+        if now >= fired_at + grace and _Interrupts.hard_stop:
             # to the file descriptor: sys.stderr may be the program's captured output
             with contextlib.suppress(Exception):
                 sys.stderr.flush()
@@ -392,6 +595,7 @@ def _watch() -> None:
             with contextlib.suppress(OSError):
                 os.write(2, message.encode("utf-8", "backslashreplace"))
             os._exit(2)
+        time.sleep(WATCHDOG_PERIOD)
 
 
 # ------------------------------------------------------------------ shards
@@ -839,6 +1043,8 @@ class _Driver:
         loop._cs_future_class = sync.RecordingFuture
         loop._cs_task_class = _tracking_task_class(sync.RecordingTask)
         loop._cs_namer = lambda actor: self._live_name(loop, actor)
+        # weakly: the execution's garbage (the loop with it) is collected when it ends
+        _Interrupts.loop = weakref.ref(loop)
         return loop
 
     def _live_name(self, loop: Any, actor: int) -> str:
@@ -1521,13 +1727,17 @@ def run_once(
     driver = _Driver(factory, ex, cfg, oracle)
     if not ex.begin():  # pragma: no cover - a fresh explorer always has one execution
         raise RuntimeError("the engine refused to start an execution")
-    with driver.capturing():
-        result = driver.run(0, detailed=detailed)
+    try:
+        with driver.capturing():
+            result = driver.run(0, detailed=detailed)
+    except KeyboardInterrupt:
+        # the watchdog's, landing after the program's last step (in the runner's own code
+        # around it): the execution ran past its limit all the same
+        if _Interrupts.user or not _Interrupts.watchdog:
+            raise
+        raise _errors.InputError(time_limit_message()) from None
     if _Interrupts.watchdog:
-        raise _errors.InputError(
-            f"an execution of the program ran past the time limit of {_Interrupts.limit:g}s "
-            "and was stopped (a step that never awaits?); raise --time-limit if it needs longer"
-        )
+        raise _errors.InputError(time_limit_message())
     result.guide_deviations = int(ex.stats()["guide_deviations"])
     if detailed:
         result.explorer = ex
