@@ -122,6 +122,20 @@ enum { RUN_STOPPED = 0, RUN_IDLE = 1, RUN_EXTERNAL = 3 };
 typedef struct LoopCoreObject LoopCoreObject;
 
 
+/* One follow: the FIFO entry (chain or starter) `a`, followed by a wake at event `ev`. */
+typedef struct {
+    cs_actor a;
+    int64_t ev;
+} fifo_follow;
+
+/* The FIFO entries one event registered: self->chains[lo, hi), with the indices of the last
+ * chain and the last starter among them (-1: none). */
+typedef struct {
+    int64_t start;
+    size_t lo, hi;
+    Py_ssize_t last_chain, last_starter;
+} fifo_group;
+
 typedef struct {
     PyObject *ref;  /* task actor: weakref to the task; callback: description */
     PyObject *name; /* task actor: its coroutine's __qualname__ at creation (or NULL) */
@@ -136,8 +150,15 @@ typedef struct {
     int64_t chain_start; /* chain: the event that started it (-1: none, between steps) */
     uint64_t chain_seq;  /* chain: the creation number of its first handle */
     int64_t chain_last;  /* chain: the event of its latest step (-1: none yet) */
-    cs_actor *follows;   /* chain: the chains that must drain before its first step */
+    /* chain or starter: the event during which it stopped pending (INT64_MAX: still
+     * pending, or never in the FIFO); during a step that event, between steps the next */
+    int64_t drained_at;
+    fifo_follow *follows; /* what must drain before its next step (see "FIFO and fairness") */
     size_t n_follows, cap_follows;
+    cs_actor *efollows;   /* chain or starter: the follows its registration computed, kept */
+    size_t n_efollows, cap_efollows;
+    uint32_t fmark;       /* follow walks: == fifo_gen when visited in the current walk */
+    uint8_t hollow;       /* chain or starter drained by cancels before its first step */
     cs_actor *waits;     /* parked poller: the actors that must step before its next step */
     size_t n_waits, cap_waits;
 } actor_slot;
@@ -219,6 +240,14 @@ struct LoopCoreObject {
     cs_actor *chains;       /* the chains started in this execution, in order */
     size_t n_chains, cap_chains;
     size_t step_chains;     /* chains[step_chains..] were started by the open step */
+    fifo_group *groups;     /* the chains by registering event, in order */
+    size_t n_groups, cap_groups;
+    cs_actor *hollows;      /* the entries that drained hollow (actor_slot.hollow) */
+    size_t n_hollows, cap_hollows;
+    uint32_t fifo_gen;      /* generation of actor_slot.fmark */
+    Py_ssize_t *grp_prev;   /* fifo_step_end scratch: per entry of the step's group, the last
+                               chain / starter before it (two per entry) */
+    size_t cap_grp_prev;
     /* the tasks whose next step the open step queued, with that handle's creation number */
     cs_actor *woken;
     uint64_t *woken_seq;
@@ -537,7 +566,10 @@ static int actors_reserve(LoopCoreObject *self, cs_actor a) {
     actor_slot *p = self->actors;
     if (grow((void **)&p, &cap, need, sizeof *p) < 0) return -1;
     memset(p + self->n_actors, 0, (cap - self->n_actors) * sizeof *p);
-    for (size_t i = self->n_actors; i < cap; i++) p[i].chain_start = p[i].chain_last = -1;
+    for (size_t i = self->n_actors; i < cap; i++) {
+        p[i].chain_start = p[i].chain_last = -1;
+        p[i].drained_at = INT64_MAX;
+    }
     self->actors = p;
     self->n_actors = cap;
     return 0;
@@ -667,10 +699,24 @@ static int fifo_register(LoopCoreObject *self, cs_actor a, int64_t start, uint64
     s->chain_start = start;
     s->chain_seq = seq;
     s->chain_last = -1;
+    s->drained_at = INT64_MAX;
     if (grow((void **)&self->chains, &self->cap_chains, self->n_chains + 1, sizeof *self->chains) <
         0)
         return -1;
+    fifo_group *g = self->n_groups ? &self->groups[self->n_groups - 1] : NULL;
+    if (!g || g->start != start || start < 0) {
+        if (grow((void **)&self->groups, &self->cap_groups, self->n_groups + 1,
+                 sizeof *self->groups) < 0)
+            return -1;
+        g = &self->groups[self->n_groups++];
+        g->start = start;
+        g->lo = self->n_chains;
+        g->last_chain = g->last_starter = -1;
+    }
+    if (s->chain) g->last_chain = (Py_ssize_t)self->n_chains;
+    else g->last_starter = (Py_ssize_t)self->n_chains;
     self->chains[self->n_chains++] = a;
+    g->hi = self->n_chains;
     return 0;
 }
 
@@ -787,6 +833,8 @@ int cs_loop_debug(LoopCoreObject *self) { return self->debug; }
 int cs_loop_is_core(PyObject *obj) { return PyObject_TypeCheck(obj, &LoopCoreType); }
 
 static int release_member(LoopCoreObject *self, cs_actor a);
+static int fifo_pending(const actor_slot *s);
+static int fifo_drained(LoopCoreObject *self, cs_actor a);
 
 int cs_loop_cancel_handle(LoopCoreObject *self, HandleObject *h) {
     if (h->is_timer && h->scheduled) self->timer_cancelled_count++;
@@ -802,8 +850,10 @@ int cs_loop_cancel_handle(LoopCoreObject *self, HandleObject *h) {
     if ((s->chain || s->first_pending) && recording(self) &&
         record_edge(self, CHAIN_TAG | h->actor, CS_ADD) < 0)
         return -1;
+    int was_pending = fifo_pending(s);
     s->first_pending = 0;
     if (s->live && --s->live == 0 && release_member(self, h->actor) < 0) return -1;
+    if (was_pending && !fifo_pending(s) && fifo_drained(self, h->actor) < 0) return -1;
     return 0;
 }
 
@@ -909,10 +959,13 @@ static void clear_execution(LoopCoreObject *self) {
         s->chain = s->park_read = s->starter = s->first_pending = 0;
         s->live = 0;
         s->chain_start = s->chain_last = -1;
-        s->n_follows = s->n_waits = 0;
+        s->drained_at = INT64_MAX;
+        s->n_follows = s->n_waits = s->n_efollows = 0;
+        s->hollow = 0;
     }
     self->n_parked = 0;
     self->n_chains = self->step_chains = self->n_woken = 0;
+    self->n_groups = self->n_hollows = 0;
 }
 
 /* Releases every queued handle (close(), dealloc).  Handles are detached
@@ -987,7 +1040,11 @@ static void loop_dealloc(LoopCoreObject *self) {
     for (size_t i = 0; i < self->n_actors; i++) {
         PyMem_Free(self->actors[i].waits);
         PyMem_Free(self->actors[i].follows);
+        PyMem_Free(self->actors[i].efollows);
     }
+    PyMem_Free(self->groups);
+    PyMem_Free(self->hollows);
+    PyMem_Free(self->grp_prev);
     PyMem_Free(self->actors);
     PyMem_Free(self->parked);
     PyMem_Free(self->chains);
@@ -1802,15 +1859,123 @@ static int fifo_pending(const actor_slot *s) {
     return s->chain ? s->live != 0 : s->first_pending;
 }
 
+/* Reduced follows (issue 39).  The rule above defines, for a handle queued by step `ev` with
+ * creation number `seq`, the set F of entries (chains, and with `starts` starters too) it
+ * follows: o with o.start == ev and o.seq < seq, or o.start happening before ev, unless o
+ * drained with its latest step happening before ev ("excluded").  Its step is not offered
+ * while some o in F is pending, and reads CHAIN_TAG|o for each o in F.  F is O(entries): N
+ * gathered tasks made F's O(N^2) in all, and each choice point rescanned them.  A follower
+ * now keeps a subset D of F with the same blocking and the same transitive happens-before:
+ *
+ *   (a) An entry d is pending until its first step, and that step ran only when nothing in
+ *       F(d) (its own registration's set) was pending.  Pending never comes back: a starter's
+ *       first step is pending once; a chain registered by a step is joined only in that step
+ *       (chain_actor is per event), so its `live` never grows again once followers exist.
+ *       (Chains registered between steps do grow again, but have no start and are never
+ *       followed.)  So for o in F(d): o pending implies d pending, unless d drained
+ *       "hollow": by cancels, before any step of its own.
+ *   (b) Every add to CHAIN_TAG|o (o's steps, cancels of o's live handles) happens while o
+ *       is pending, so for o in F(d) all of them precede d's first step and (by its read of
+ *       o, or inductively by the reduced reads) happen before it; d's first step adds to
+ *       CHAIN_TAG|d, which the follower reads.  Reading d gives the follower every edge
+ *       reading o would.  An excluded d (drained, its latest step before ev) gives them
+ *       through ev instead, and everything in F(d) is excluded at ev too (its latest step
+ *       happens before d's first), except hollow entries, which have no step to be excluded
+ *       by: every hollow entry of F is read directly (self->hollows; rare).
+ *   (c) F(d) contains every entry of the right kind that F contains and that happens before
+ *       d's start: the entries one event registered form a group, in creation order; its
+ *       last starter's F holds the group's earlier entries and, like the last chain's for
+ *       chains, everything any group happening before that event holds.  So per group only
+ *       the last chain and the last starter (before `seq` in ev's own group) are candidates,
+ *       and a group whose start happens before a candidate already taken (a "coverer") is
+ *       skipped.
+ * D's entries are those candidates that are not excluded, plus the hollow entries of F: a
+ * subset of F, so no edge is added, and by (b) and (c) every edge of F is implied, so
+ * happens-before (what DPOR and the trace compare) is unchanged.  A candidate that drains
+ * hollow later breaks (a): for blocking and for its reads it is replaced by its own D
+ * (efollows, kept for that), recursively, filtered by F's rule at the follower's ev
+ * (drained_at tells whether an entry was pending then) -- exactly the part of F it stood
+ * for.  Blocking is then "some d in D is pending, or hollow with a pending d' in its D". */
+
+/* Entry `a` stopped pending (its first step, or a cancel): when it happened, and whether it
+ * drained hollow. */
+static int fifo_drained(LoopCoreObject *self, cs_actor a) {
+    actor_slot *s = &self->actors[a];
+    if (s->chain_start < 0 || !(s->chain || s->starter)) return 0;
+    s->drained_at = self->in_step ? self->cur_event : (int64_t)cs_trace_length(self->ex);
+    if (s->chain_last >= 0 || s->hollow) return 0;
+    s->hollow = 1;
+    if (grow((void **)&self->hollows, &self->cap_hollows, self->n_hollows + 1,
+             sizeof *self->hollows) < 0)
+        return -1;
+    self->hollows[self->n_hollows++] = a;
+    return 0;
+}
+
+static void fifo_new_walk(LoopCoreObject *self) {
+    if (++self->fifo_gen == 0) {
+        for (size_t i = 0; i < self->n_actors; i++) self->actors[i].fmark = 0;
+        self->fifo_gen = 1;
+    }
+}
+
+/* Is entry o excluded from the follows computed at ev (drained by then, its latest step
+ * happening before ev)?  Its latest step is final once it drained. */
+static int fifo_excluded(LoopCoreObject *self, const actor_slot *o, int64_t ev) {
+    return o->drained_at <= ev && o->chain_last >= 0 &&
+           cs_trace_happens_before(self->ex, (size_t)o->chain_last, (size_t)ev);
+}
+
+/* Pending, or hollow with something it stood for pending ((a) above). */
+static int fifo_pending_deep(LoopCoreObject *self, cs_actor d) {
+    actor_slot *s = &self->actors[d];
+    if (fifo_pending(s)) return 1;
+    if (!s->hollow || s->fmark == self->fifo_gen) return 0;
+    s->fmark = self->fifo_gen;
+    for (size_t k = 0; k < s->n_efollows; k++)
+        if (fifo_pending_deep(self, s->efollows[k])) return 1;
+    return 0;
+}
+
 /* Not offered now: a parked poller, or a chain whose older chains are still queued. */
 static int actor_blocked(LoopCoreObject *self, cs_actor a) {
     if (a >= self->n_actors) return 0;
     const actor_slot *s = &self->actors[a];
     if (s->n_waits) return 1;
+    if (!s->n_follows) return 0;
     for (size_t k = 0; k < s->n_follows; k++)
-        if (fifo_pending(&self->actors[s->follows[k]])) return 1;
+        if (fifo_pending(&self->actors[s->follows[k].a])) return 1;
+    int walked = 0;
+    for (size_t k = 0; k < s->n_follows; k++) {
+        const actor_slot *d = &self->actors[s->follows[k].a];
+        if (!d->hollow) continue;
+        if (!walked) fifo_new_walk(self);
+        walked = 1;
+        if (fifo_pending_deep(self, s->follows[k].a)) return 1;
+    }
     return 0;
 }
+
+static int add_follow(LoopCoreObject *self, cs_actor c, cs_actor o, int64_t ev, int entry) {
+    actor_slot *cs = &self->actors[c];
+    actor_slot *os = &self->actors[o];
+    if (os->fmark == self->fifo_gen) return 0; /* already in this D */
+    os->fmark = self->fifo_gen;
+    if (grow((void **)&cs->follows, &cs->cap_follows, cs->n_follows + 1, sizeof *cs->follows) <
+        0)
+        return -1;
+    cs->follows[cs->n_follows++] = (fifo_follow){o, ev};
+    if (!entry) return 0;
+    if (grow((void **)&cs->efollows, &cs->cap_efollows, cs->n_efollows + 1,
+             sizeof *cs->efollows) < 0)
+        return -1;
+    cs->efollows[cs->n_efollows++] = o;
+    return 0;
+}
+
+/* Coverers kept per computation of D: past this many, candidates are taken without the test
+ * (a larger D, never a wrong one). */
+#define FIFO_COVERERS 16
 
 /* After step `ev` ended (its clock is final), what the handles it queued
  * follow: each handle queued at creation number `seq` (a chain's first, a
@@ -1820,37 +1985,114 @@ static int actor_blocked(LoopCoreObject *self, cs_actor a) {
  * `ev` ran without being ordered with it is followed too (the edge, not a
  * block): in an execution that runs `ev` first it is still queued and blocks,
  * and DPOR must not reverse the two on the strength of an execution where it
- * did not. */
-static int follow_chains(LoopCoreObject *self, cs_actor c, int64_t ev, uint64_t seq, int starts) {
-    actor_slot *cs = &self->actors[c];
-    for (size_t i = 0; i < self->n_chains; i++) {
-        cs_actor o = self->chains[i];
+ * did not.  Computed as the reduced set D (above); `entry`: this is c's registration, whose
+ * D is kept (efollows); `pc`, `ps`: in ev's own group, the last chain / starter created
+ * before `seq` (-1: none). */
+static int follow_chains(LoopCoreObject *self, cs_actor c, int64_t ev, uint64_t seq, int starts,
+                         int entry, Py_ssize_t pc, Py_ssize_t ps) {
+    fifo_new_walk(self);
+    self->actors[c].fmark = self->fifo_gen; /* never itself */
+    int64_t cov[FIFO_COVERERS];
+    uint8_t cov_st[FIFO_COVERERS];
+    size_t n_cov = 0;
+    /* ev's group: its candidates are never excluded (they have not run), and cover every
+     * group happening before ev, for their kinds */
+    int all_chains = 0, all_starters = !starts;
+    if (pc >= 0) {
+        all_chains = 1;
+        if (add_follow(self, c, self->chains[pc], ev, entry) < 0) return -1;
+    }
+    if (starts && ps >= 0) {
+        all_chains = all_starters = 1;
+        if (add_follow(self, c, self->chains[ps], ev, entry) < 0) return -1;
+    }
+    for (size_t gi = self->n_groups; gi-- > 0 && !(all_chains && all_starters);) {
+        const fifo_group *g = &self->groups[gi];
+        if (g->start < 0 || g->start >= ev ||
+            !cs_trace_happens_before(self->ex, (size_t)g->start, (size_t)ev))
+            continue;
+        int need_c = g->last_chain >= 0 && !all_chains;
+        int need_s = starts && g->last_starter >= 0 && !all_starters;
+        for (size_t k = 0; k < n_cov && (need_c || need_s); k++) {
+            if (!cs_trace_happens_before(self->ex, (size_t)g->start, (size_t)cov[k])) continue;
+            need_c = 0;
+            if (cov_st[k]) need_s = 0;
+        }
+        for (int kind = 0; kind < 2; kind++) {
+            if (!(kind ? need_s : need_c)) continue;
+            cs_actor d = self->chains[kind ? g->last_starter : g->last_chain];
+            const actor_slot *ds = &self->actors[d];
+            /* c itself (a task's later step): it ran, or its earlier follows are still kept */
+            if (d != c && !fifo_excluded(self, ds, ev) && add_follow(self, c, d, ev, entry) < 0)
+                return -1;
+            if (n_cov < FIFO_COVERERS) {
+                cov[n_cov] = g->start;
+                cov_st[n_cov++] = (uint8_t)kind;
+            }
+        }
+    }
+    for (size_t i = 0; i < self->n_hollows; i++) {
+        cs_actor o = self->hollows[i];
         const actor_slot *os = &self->actors[o];
-        if (o == c || !(os->chain || (starts && os->starter)) || os->chain_start < 0) continue;
+        if (o == c || !(os->chain || (starts && os->starter))) continue;
         if (os->chain_start == ev ? os->chain_seq >= seq
                                   : !cs_trace_happens_before(self->ex, (size_t)os->chain_start,
                                                              (size_t)ev))
             continue;
-        if (!fifo_pending(os) && os->chain_last >= 0 &&
-            cs_trace_happens_before(self->ex, (size_t)os->chain_last, (size_t)ev))
-            continue;
-        if (grow((void **)&cs->follows, &cs->cap_follows, cs->n_follows + 1,
-                 sizeof *cs->follows) < 0)
-            return -1;
-        cs->follows[cs->n_follows++] = o;
+        if (add_follow(self, c, o, ev, entry) < 0) return -1;
     }
     return 0;
 }
 
+/* In the step's own group chains[lo, hi): the last entry of kind `starter` before the
+ * creation number `seq`, or -1. */
+static Py_ssize_t group_prev(LoopCoreObject *self, size_t lo, size_t hi, uint64_t seq,
+                             int starter) {
+    size_t a = lo, b = hi;
+    while (a < b) { /* first index with chain_seq >= seq */
+        size_t m = a + (b - a) / 2;
+        if (self->actors[self->chains[m]].chain_seq < seq) a = m + 1;
+        else b = m;
+    }
+    return a == lo ? -1 : self->grp_prev[2 * (a - 1 - lo) + (starter ? 1 : 0)];
+}
+
 static int fifo_step_end(LoopCoreObject *self, int64_t ev) {
     int rc = 0;
-    for (size_t i = self->step_chains; rc == 0 && i < self->n_chains; i++) {
-        cs_actor c = self->chains[i];
-        if (self->actors[c].chain && self->actors[c].chain_start == ev)
-            rc = follow_chains(self, c, ev, self->actors[c].chain_seq, 0);
+    size_t lo = self->step_chains, hi = self->n_chains;
+    /* started by ev: the group ev registered (the last one, if any) */
+    if (hi > lo) {
+        size_t need = 2 * (hi - lo);
+        if (grow((void **)&self->grp_prev, &self->cap_grp_prev, need, sizeof *self->grp_prev) < 0)
+            return -1;
+        Py_ssize_t lc = -1, ls = -1;
+        for (size_t i = lo; i < hi; i++) {
+            const actor_slot *s = &self->actors[self->chains[i]];
+            if (s->chain_start == ev) {
+                if (s->chain) lc = (Py_ssize_t)i;
+                else ls = (Py_ssize_t)i;
+            }
+            self->grp_prev[2 * (i - lo)] = lc;
+            self->grp_prev[2 * (i - lo) + 1] = ls;
+        }
     }
-    for (size_t i = 0; rc == 0 && i < self->n_woken; i++)
-        rc = follow_chains(self, self->woken[i], ev, self->woken_seq[i], self->woken_starts[i]);
+    for (size_t i = lo; rc == 0 && i < hi; i++) {
+        cs_actor c = self->chains[i];
+        const actor_slot *s = &self->actors[c];
+        if (s->chain && s->chain_start == ev) {
+            Py_ssize_t pc = i > lo ? group_prev(self, lo, hi, s->chain_seq, 0) : -1;
+            rc = follow_chains(self, c, ev, s->chain_seq, 0, 1, pc, -1);
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < self->n_woken; i++) {
+        cs_actor c = self->woken[i];
+        uint64_t seq = self->woken_seq[i];
+        const actor_slot *s = &self->actors[c];
+        int entry = s->starter && s->chain_start == ev && s->chain_seq == seq && !s->n_efollows;
+        Py_ssize_t pc = hi > lo ? group_prev(self, lo, hi, seq, 0) : -1;
+        Py_ssize_t ps = hi > lo && self->woken_starts[i] ? group_prev(self, lo, hi, seq, 1) : -1;
+        rc = follow_chains(self, c, ev, seq, self->woken_starts[i], entry, pc, ps);
+    }
     self->n_woken = 0;
     self->step_chains = self->n_chains;
     return rc;
@@ -1880,18 +2122,49 @@ static int release_member(LoopCoreObject *self, cs_actor a) {
     return 0;
 }
 
+/* The reads of step-taking actor `a` for a hollow entry d it follows by a wake at ev: what d
+ * stood for ((a) above), by F's rule at ev, recursively. */
+static int read_hollow(LoopCoreObject *self, cs_actor a, cs_actor d, int64_t ev) {
+    const actor_slot *ds = &self->actors[d];
+    for (size_t k = 0; k < ds->n_efollows; k++) {
+        cs_actor o = ds->efollows[k];
+        actor_slot *os = &self->actors[o];
+        if (o == a || fifo_excluded(self, os, ev)) continue;
+        if (os->fmark != self->fifo_gen) {
+            os->fmark = self->fifo_gen;
+            if (record_edge(self, CHAIN_TAG | o, CS_READ | CS_ENABLING) < 0) return -1;
+        }
+        /* efollows point to earlier entries only: no cycle */
+        if (os->hollow && read_hollow(self, a, o, ev) < 0) return -1;
+    }
+    return 0;
+}
+
 /* At a step's beginning: the edges of the FIFO and of parking. */
 static int fair_step_begin(LoopCoreObject *self, cs_actor a) {
     actor_slot *s = &self->actors[a];
+    int was_pending = fifo_pending(s);
     if (s->live) s->live--;
-    for (size_t k = 0; k < s->n_follows; k++)
-        if (record_edge(self, CHAIN_TAG | s->follows[k], CS_READ | CS_ENABLING) < 0) return -1;
+    if (s->n_follows) {
+        fifo_new_walk(self);
+        self->actors[a].fmark = self->fifo_gen;
+        for (size_t k = 0; k < s->n_follows; k++) {
+            cs_actor d = s->follows[k].a;
+            actor_slot *ds = &self->actors[d];
+            if (ds->fmark != self->fifo_gen) {
+                ds->fmark = self->fifo_gen;
+                if (record_edge(self, CHAIN_TAG | d, CS_READ | CS_ENABLING) < 0) return -1;
+            }
+            if (ds->hollow && read_hollow(self, a, d, s->follows[k].ev) < 0) return -1;
+        }
+    }
     s->n_follows = 0;
     if (s->chain || s->first_pending) {
         s->first_pending = 0;
         s->chain_last = self->cur_event;
         if (record_edge(self, CHAIN_TAG | a, CS_ADD) < 0) return -1;
     }
+    if (was_pending && !fifo_pending(s) && fifo_drained(self, a) < 0) return -1;
     if (s->park_read) {
         s->park_read = 0;
         if (record_edge(self, PARK_TAG | a, CS_READ | CS_ENABLING) < 0) return -1;

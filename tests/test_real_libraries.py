@@ -63,7 +63,10 @@ def _cases() -> list[Any]:
             "args": list(_literal(tree, "ARGS", [])),
         }
         for i, case in enumerate(cases):
-            assert case.get("expect") in ("complete", "fail", "refused"), (path.name, case)
+            assert case.get("expect") in ("complete", "fail", "refused", "incomplete"), (
+                path.name,
+                case,
+            )
             reqs = case.get("requires", [])
             label = "-".join(r.replace("==", "") for r in reqs) or "stdlib"
             marks = []
@@ -212,6 +215,11 @@ def test_case(path: Path, case: dict[str, Any], meta: dict[str, Any], tmp_path: 
     if expect == "complete":
         assert done.returncode == 0, said
         assert report["complete"] is True, said
+        return
+    if expect == "incomplete":
+        assert done.returncode == 0, said
+        assert report["verdict"] == "pass" and report["complete"] is False, said
+        assert case["message"] in report["incomplete_reason"], said
         return
     assert done.returncode == 1, said
     assert report["hazard"] == case["hazard"], said

@@ -348,7 +348,7 @@ def test_a_full_disk_keeps_the_verdict_and_its_exit_code(tmp_path: Path) -> None
 # ------------------------------------------------------------------ threads on the boundary
 
 THREADS = """
-import asyncio, threading
+import asyncio, queue, threading
 from concurrent.futures import ThreadPoolExecutor
 
 async def canonical():
@@ -443,6 +443,43 @@ async def race_across_a_thread():
 
     await asyncio.gather(deposit_from_thread(), deposit())
     assert acct.balance == 6, acct.balance
+
+class Worker(threading.Thread):
+    # aiosqlite's shape: requests on a SimpleQueue (whose get blocks in C, no Python frame
+    # shows it waiting), each result sent back with call_soon_threadsafe
+
+    def __init__(self, answers=True):
+        super().__init__(daemon=True)
+        self.requests = queue.SimpleQueue()
+        self.answers = answers
+
+    def run(self):
+        while True:
+            item = self.requests.get()
+            if item is None:
+                return
+            fut, value = item
+            if self.answers:
+                fut.get_loop().call_soon_threadsafe(fut.set_result, value * 2)
+
+    async def ask(self, value):
+        fut = asyncio.get_running_loop().create_future()
+        self.requests.put((fut, value))
+        return await fut
+
+async def c_blocked_worker():
+    w = Worker()
+    w.start()
+    assert await w.ask(1) == 2
+    await asyncio.sleep(0.5)  # a timer while the worker waits in C
+    assert await asyncio.gather(w.ask(2), w.ask(3)) == [4, 6]
+    w.requests.put(None)
+    w.join()
+
+async def c_blocked_worker_never_answers():
+    w = Worker(answers=False)
+    w.start()
+    assert await w.ask(1) == 2
 """
 
 
@@ -479,6 +516,28 @@ def test_a_reused_pool_thread_passes_incomplete_saying_why(tmp_path: Path) -> No
     r = check(tmp_path, "threads.py", "pool")
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "exploration incomplete: an event from another thread" in r.stdout
+
+
+def test_a_thread_blocked_in_c_serving_requests_passes_incomplete(tmp_path: Path) -> None:
+    """A worker thread waiting in a C call (SimpleQueue.get) between requests is seen still:
+    the loop goes on at once (its timer fires, stage 4 runs), neither a deadlock nor the time
+    limit; its events' placement is the one explored, so the verdict is incomplete."""
+    write(tmp_path, "threads.py", THREADS)
+    r = run_cli(
+        "check", "threads.py", "--scenario", "c_blocked_worker", "--time-limit", "30", cwd=tmp_path
+    )
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "PASS: no failing schedule found (exploration incomplete: " in r.stdout
+    assert "natural failure rate on the stock loop: 0/" in r.stdout
+
+
+def test_a_thread_blocked_in_c_that_never_answers_is_a_lost_wakeup(tmp_path: Path) -> None:
+    """The same worker forgetting to answer: after the loop waited threads.CONFIRM for the
+    still thread, the task is deadlocked (a lost wake-up), well within the time limit."""
+    write(tmp_path, "threads.py", THREADS)
+    r = check(tmp_path, "threads.py", "c_blocked_worker_never_answers", "--time-limit", "30")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "FAIL: lost wake-up found" in r.stdout
 
 
 def test_a_race_across_a_threads_event_is_found(tmp_path: Path) -> None:

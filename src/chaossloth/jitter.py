@@ -13,16 +13,20 @@ controlled loop. Three things are added, all from outside the scheduler:
   step, or the wake-up after an await), turns it into a timer ``delay`` later, ``delay`` uniform
   in [0, J] from the run's seeded generator. Other callbacks (a sleep's timer, a future's
   result, ``call_later`` callbacks) are not delayed.
-* **threads**: an executor job (``asyncio.to_thread``, ``loop.run_in_executor``) is waited for,
-  in real time, when the loop has nothing else to run; its work costs no virtual time.
+* **threads**: an executor job (``asyncio.to_thread``, ``loop.run_in_executor``) and a thread
+  the program started during the run (told of by capture/threads.py, as the controlled loop
+  is) are waited for, in real time, when the loop has nothing else to run: until every job
+  has delivered its completion and every such live thread has sent a callback or is seen
+  waiting (``threads.Settling``, the controlled loop's rule); their work costs no virtual time.
   Callbacks from other threads are held until the loop is idle, then run in a fixed order (job
-  completions in submission order, others after them in arrival order), so where a thread's
-  result lands does not depend on the thread's speed, and a timer never fires while a job is
-  pending (``wait_for(to_thread(f), timeout)`` times out only if the job's own virtual time,
-  none, exceeds it: never). An idle loop whose jobs send nothing for ``THREAD_WAIT`` (10) real
-  seconds fires its next timer, or, with none pending, is stuck (a failure): only a thread that
-  waits for the loop's own timers, without sending it anything, waits that long, and only then
-  does real time decide an order.
+  completions in submission order, the others after them by their thread's start, each
+  thread's in arrival order), so where a thread's result lands does not depend on the thread's
+  speed, and a timer never fires while a job is pending (``wait_for(to_thread(f), timeout)``
+  times out only if the job's own virtual time, none, exceeds it: never). An idle loop whose
+  threads do not settle for ``THREAD_WAIT`` (10) real seconds fires its next timer, or, with
+  none pending, is stuck (a failure): only a thread that waits for the loop's own timers in a
+  way not seen as waiting, without sending it anything, waits that long, and only then does
+  real time decide an order.
 
 What J is, and why. J models the scheduling noise of a real loop: how late a task's step may
 run compared with the order asyncio's rules give. It is scaled to the spacing of the awaits
@@ -90,6 +94,7 @@ from typing import Any
 
 from chaossloth import _core
 from chaossloth.capture import output
+from chaossloth.capture import threads as _threads
 from chaossloth.config import DEFAULTS
 from chaossloth.runner import Failure, failure_from_exception, tool_interrupt, watched
 
@@ -101,7 +106,9 @@ Judge = Callable[[Any], Any]
 None or True passes; anything else (a message, False) fails."""
 
 MAX_ITERATIONS = 20_000
-"""Loop iterations after which a run counts as a livelock."""
+"""Loop iterations after which a run counts as a livelock, at least (measure's
+``max_iterations``: stage 4 gives twice the step budget, so that a workload the controlled
+loop ran to its end within --max-steps steps is not a livelock here for its length)."""
 
 
 class _Stuck(Exception):
@@ -135,6 +142,7 @@ class _FastForwardSelector(selectors.BaseSelector):
         self._map: dict[Any, selectors.SelectorKey] = {}
         self.skipped = 0.0
         self.iterations = 0
+        self.max_iterations = MAX_ITERATIONS
         self.busy = 0  # consecutive iterations that did not wait
         self.allow_register = True
         self.loop: JitterLoop | None = None
@@ -151,8 +159,8 @@ class _FastForwardSelector(selectors.BaseSelector):
 
     def select(self, timeout: float | None = None) -> list[Any]:
         self.iterations += 1
-        if self.iterations > MAX_ITERATIONS:
-            raise _Stuck(f"still running after {MAX_ITERATIONS} loop iterations (livelock?)")
+        if self.iterations > self.max_iterations:
+            raise _Stuck(f"still running after {self.max_iterations} loop iterations (livelock?)")
         if timeout is not None and timeout <= 0:
             # steps are ready: threads are not looked at (their completions wait for an idle
             # point, so where they land does not depend on the threads' real speed)
@@ -230,8 +238,11 @@ class JitterLoop(asyncio.SelectorEventLoop):
         #: executor jobs: the asyncio future of each pending run_in_executor, by submission
         self._jobs: dict[int, int] = {}
         self._job_count = 0
-        #: callbacks from other threads, held until the loop is idle (see _wait_for_threads)
-        self._held: list[asyncio.Handle] = []
+        #: callbacks from other threads with the sending thread's ident, held until the loop
+        #: is idle (see _wait_for_threads)
+        self._held: list[tuple[int, asyncio.Handle]] = []
+        #: the threads the program started during the run, in start order
+        self._started: list[threading.Thread] = []
         self._held_cv = threading.Condition()
         self._record = record
         #: with record: per task step, (task id, virtual start, real seconds, worker?)
@@ -292,10 +303,21 @@ class JitterLoop(asyncio.SelectorEventLoop):
         fut.add_done_callback(lambda f: self._jobs.pop(id(f), None))
         return fut
 
+    def run_forever(self) -> None:
+        _threads.begin()
+        try:
+            super().run_forever()
+        finally:
+            _threads.end()
+
+    def _cs_thread_started(self, thread: threading.Thread) -> None:
+        """A thread the program started while this loop runs (capture.threads)."""
+        self._started.append(thread)
+
     def call_soon_threadsafe(self, callback: Any, *args: Any, context: Any = None) -> Any:
         handle = asyncio.Handle(callback, args, self, context)
         with self._held_cv:
-            self._held.append(handle)
+            self._held.append((threading.get_ident(), handle))
             self._held_cv.notify_all()
         return handle
 
@@ -308,32 +330,44 @@ class JitterLoop(asyncio.SelectorEventLoop):
 
     def _wait_for_threads(self, timeout: float | None) -> bool:
         """Called when the loop would idle.  Waits (really) until every pending executor job has
-        delivered its completion, or another thread's callback arrived, then releases what the
-        threads sent into the ready queue, job completions in submission order, other callbacks
-        after them in arrival order (so the order does not depend on the threads' speed).  A
-        thread's work costs no virtual time.  Returns False when nothing came (no thread at work,
-        or THREAD_WAIT real seconds passed with a timer pending: it fires); raises _Stuck after
-        THREAD_WAIT real seconds with no timer pending."""
+        delivered its completion and every live thread the program started has sent a callback
+        or is seen waiting (threads.Settling), then releases what the threads sent into the
+        ready queue, job completions in submission order, other callbacks after them by their
+        thread's start, each thread's in arrival order (so the order does not depend on the
+        threads' speed).  A thread's work costs no virtual time.  Returns False when nothing
+        came (no thread at work, or THREAD_WAIT real seconds passed with a timer pending: it
+        fires); raises _Stuck after THREAD_WAIT real seconds with no timer pending."""
         deadline = time.monotonic() + THREAD_WAIT
+        settling = _threads.Settling(self._started)
         with self._held_cv:
             while True:
-                delivered = {self._job_of(h) for h in self._held}
+                delivered = {self._job_of(h) for _, h in self._held}
                 waiting = [j for j in self._jobs.values() if j not in delivered]
-                if not waiting or -1 in delivered:
+                if not waiting and settling.settled({ident for ident, _ in self._held}):
+                    stuck = timeout is None and not self._held
+                    if stuck and settling.still_only and not settling.confirm:
+                        # stuck unless a thread seen only still sends: wait longer for it
+                        settling = _threads.Settling(self._started, confirm=True)
+                        continue
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     if timeout is None:
-                        raise _Stuck(f"waited {THREAD_WAIT:g} s for {len(waiting)} executor job(s)")
+                        what = f"{len(waiting)} executor job(s)" if waiting else "its threads"
+                        raise _Stuck(f"waited {THREAD_WAIT:g} s for {what}")
                     break
-                self._held_cv.wait(left)
+                self._held_cv.wait(min(left, _threads.POLL))
             held, self._held = self._held, []
         if not held:
             return False
-        jobs = [self._job_of(h) for h in held]
-        order = sorted(range(len(held)), key=lambda i: (jobs[i] < 0, jobs[i], i))
-        for i in order:  # job completions by submission, then the others by arrival
-            self._ready.append(held[i])
+        rank = {t.ident: k for k, t in enumerate(self._started)}
+        jobs = [self._job_of(h) for _, h in held]
+        order = sorted(
+            range(len(held)),
+            key=lambda i: (jobs[i] < 0, jobs[i], rank.get(held[i][0], len(rank)), i),
+        )
+        for i in order:  # job completions by submission, then the others by thread, arrival
+            self._ready.append(held[i][1])
         return True
 
 
@@ -358,10 +392,13 @@ def run_on_stock_loop(
     offset: float = 0.0,
     judge: Judge | None = None,
     record: bool = False,
+    max_iterations: int = MAX_ITERATIONS,
 ) -> RunResult:
     """One run of ``trial`` on the stock loop; never raises for the workload's own failures.
-    With ``record``, the result's ``trace`` lists every task step (see JitterLoop.trace)."""
+    With ``record``, the result's ``trace`` lists every task step (see JitterLoop.trace); past
+    ``max_iterations`` loop iterations the run is a livelock."""
     loop = JitterLoop(random.Random(seed), jitter=jitter, offset=offset, record=record)
+    loop._ff.max_iterations = max(max_iterations, MAX_ITERATIONS)
     failed, reason = False, ""
     failure: Failure | None = None
     raised: BaseException | None = None
@@ -457,7 +494,8 @@ class Telemetry:
     #: the CPU cost of one step, measured once (see step_cost)
     step_cost_seconds: float = 0.0
     #: why the rate's runs stopped before the interval was ``width`` wide: "budget" (the
-    #: telemetry_budget ran out) or "max_runs"; "" when the interval reached the width
+    #: telemetry_budget ran out), "time_limit" (the run's --time-limit: measure's deadline) or
+    #: "max_runs"; "" when the interval reached the width
     stopped_by: str = ""
     #: "budget" when the sweep could not widen further within the budget
     sweep_stopped_by: str = ""
@@ -471,15 +509,23 @@ class Telemetry:
             f"-{100 * r['high']:.1f}%; jitter J = {human_seconds(self.jitter_seconds)} per step)"
         )
         if self.stopped_by:
-            cause = (
-                f"the time budget (option telemetry_budget, {self.seconds:.2g} s) ran out"
-                if self.stopped_by == "budget"
-                else f"the run cap ({self.runs} runs) was reached"
-            )
-            text += (
-                f"; the interval is {100 * (r['high'] - r['low']):.1f} points wide, wider than "
-                f"the {100 * self.width:.3g} asked (option telemetry_width): {cause}"
-            )
+            cause = {
+                "budget": f"the time budget (option telemetry_budget, {self.seconds:.2g} s) ran out",
+                "time_limit": "the run's time limit (--time-limit) ran out",
+            }.get(self.stopped_by, f"the run cap ({self.runs} runs) was reached")
+            wide = r["high"] - r["low"]
+            if wide > self.width:
+                text += (
+                    f"; the interval is {100 * wide:.1f} points wide, wider than the "
+                    f"{100 * self.width:.3g} asked (option telemetry_width): {cause}"
+                )
+            else:
+                # narrow enough, but a workload with no failing run is run UNFAILED_RUNS times
+                text += (
+                    f"; no run failed, and the count stopped before the {UNFAILED_RUNS} runs "
+                    f"asked of a workload that has not failed (a rarer failure may go unseen): "
+                    f"{cause}"
+                )
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -559,6 +605,9 @@ WINDOW_INCONCLUSIVE = "inconclusive"
 place an edge, and a re-run with another seed could read them either way."""
 WINDOW_NOT_APPLICABLE = "not_applicable"
 """Fewer than two concurrent workers: there are no two arrivals to bring together."""
+WINDOW_NOT_MEASURED = "not_measured"
+"""The run's time limit (``deadline``) ran out before the sweep's first pass over its offsets
+ended: what it saw is not a sweep."""
 
 
 def window_verdict(offsets: list[float], failed: list[bool], window: dict[str, float]) -> str:
@@ -609,6 +658,11 @@ def colliding_offsets(offsets: list[float], failed: list[bool]) -> list[float]:
 
 def window_sentence(tel: Telemetry) -> str:
     """The report's sentence for stage 4's collision window (``tel.kind`` decided)."""
+    if tel.kind == WINDOW_NOT_MEASURED:
+        return (
+            f"the collision window was not measured: the time limit (--time-limit) ran out "
+            f"after {len(tel.offsets)} of the sweep's {SWEEP_OFFSETS * RUNS_PER_OFFSET} runs"
+        )
     if tel.kind == WINDOW_NOT_APPLICABLE:
         started = "starts no concurrent task" if tel.workers == 0 else "starts only one task"
         seen = f"no collision seen in {tel.runs} runs; " if tel.runs and not tel.failures else ""
@@ -748,34 +802,46 @@ def measure(
     width: float = DEFAULTS.telemetry_width,
     max_runs: int = 4000,
     cost: float | None = None,
+    max_iterations: int = MAX_ITERATIONS,
+    deadline: float | None = None,
 ) -> Telemetry:
     """Stage 4: natural failure rate, then the collision-window sweep, within ``budget`` seconds.
 
     The rate's runs continue until the 95% interval is at most ``width`` wide (at least
     MIN_RUNS runs, at most ``max_runs``) or 60% of the budget is spent; the sweep gets the rest
-    (at least one pass over the offsets).  ``cost`` overrides the measured step cost."""
+    (at least one pass over the offsets).  ``cost`` overrides the measured step cost.
+    ``deadline`` (time.monotonic(): the run's time limit) ends the runs wherever they are: the
+    rate stops with fewer than MIN_RUNS runs ("budget"), the sweep where it is (before its
+    first pass ended: the window is WINDOW_NOT_MEASURED)."""
     t0 = time.perf_counter()
     tel = Telemetry(width=width)
     rng = random.Random(seed)
+
+    def late() -> bool:
+        return deadline is not None and time.monotonic() >= deadline
+
+    def run(**kw: Any) -> RunResult:
+        return run_on_stock_loop(trial, judge=judge, max_iterations=max_iterations, **kw)
+
     try:
-        base = run_on_stock_loop(trial, seed=seed, judge=judge, record=True)
+        base = run(seed=seed, record=True)
         tel.first_failure = base.failure
         tel.run_seconds = base.duration
         tel.workers = base.workers
         if cost is None:
-            extra = [run_on_stock_loop(trial, seed=seed, judge=judge, record=True) for _ in "ab"]
+            extra = [run(seed=seed, record=True) for _ in "ab"]
             cost = step_cost([base.trace] + [r.trace for r in extra])
         tel.step_cost_seconds = cost
         jitter = jitter_scale(await_gaps(base.trace), base.workers, cost)
         tel.jitter_seconds = jitter
         rate_budget = 0.6 * budget
         while True:
-            r = run_on_stock_loop(trial, seed=rng.getrandbits(32), jitter=jitter, judge=judge)
+            r = run(seed=rng.getrandbits(32), jitter=jitter)
             tel.runs += 1
             tel.failures += r.failed
             if r.failed and tel.first_failure is None:
                 tel.first_failure = r.failure
-            if tel.runs < MIN_RUNS:
+            if tel.runs < MIN_RUNS and not late():
                 continue
             tel.rate = _posterior(
                 _core.rate_estimate(tel.failures, tel.runs), ("estimate", "low", "high")
@@ -786,6 +852,9 @@ def measure(
                 break
             if tel.runs >= max_runs:
                 tel.stopped_by = "max_runs"
+                break
+            if late():
+                tel.stopped_by = "time_limit"
                 break
             if time.perf_counter() - t0 > rate_budget:
                 tel.stopped_by = "budget"
@@ -806,13 +875,21 @@ def measure(
         for widening in range(4):
             for d in grid:
                 for _ in range(RUNS_PER_OFFSET):
-                    r = run_on_stock_loop(
-                        trial, seed=rng.getrandbits(32), jitter=small, offset=d, judge=judge
-                    )
+                    if late():
+                        break
+                    r = run(seed=rng.getrandbits(32), jitter=small, offset=d)
                     tel.offsets.append(d)
                     tel.offset_failed.append(r.failed)
                     if r.failed and tel.first_failure is None:
                         tel.first_failure = r.failure
+            if late():
+                tel.sweep_stopped_by = "budget"
+                if widening == 0:
+                    tel.kind = WINDOW_NOT_MEASURED
+                    tel.sentence = window_sentence(tel)
+                    tel.seconds = time.perf_counter() - t0
+                    return tel
+                break
             widest = grid[-1]
             if widening == 3 or not any(
                 f for d, f in zip(tel.offsets, tel.offset_failed) if d == widest

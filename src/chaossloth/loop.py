@@ -29,7 +29,7 @@ Semantics, in one place:
   the clock advances.  While a thread the program started during the run is alive and may
   still send one, the loop waits for it there: until every such thread has sent an event,
   ended, or blocks waiting (for a lock, a condition, a queue, a future: see
-  :func:`_blocked`).  Events are delivered in the order the threads were started, each
+  :func:`chaossloth.capture.threads.blocked`).  Events are delivered in the order the threads were started, each
   thread's in the order sent, so one schedule delivers them at the same points in every
   execution.  A waiting task is not deadlocked while such a thread lives; one whose thread
   ended without waking it is.  An event that could have arrived while other steps ran (its
@@ -56,7 +56,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from chaossloth import _core, compat, deadlock
-from chaossloth.capture import threads
+from chaossloth.capture import threads as _threads
 from chaossloth.errors import (
     DeadlockError,
     InputError,
@@ -73,8 +73,6 @@ logger = logging.getLogger("asyncio")  # stock loops log to this logger
 _T = TypeVar("_T")
 _TIMER_MODES = ("strict", "relaxed")
 _RUN_STOPPED, _RUN_IDLE, _RUN_EXTERNAL = 0, 1, 3
-#: how long the loop sleeps between two looks at the threads it waits for (seconds)
-_EXTERNAL_POLL = 0.0002
 _real_sleep = time.sleep
 _BUDGET_LIST = 5  # tasks / timers named in the step-budget message
 
@@ -229,6 +227,9 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         #: the threads the program started while this loop ran, in start order, each with
         #: the step count when it started or its last event was delivered
         self._cs_threads: list[list[Any]] = []
+        #: the last wait for the threads delivered nothing and was settled by a thread seen
+        #: only still (threads.Settling.still_only)
+        self._cs_still = False
         #: an external event was delivered at an idle point although it could have come while
         #: other steps ran
         self._cs_external_early = False
@@ -303,7 +304,7 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         self._check_running()
         self._set_coroutine_origin_tracking(self._debug)
         old_agen_hooks = sys.get_asyncgen_hooks()
-        threads.begin()
+        _threads.begin()
         try:
             self._thread_id = threading.get_ident()
             sys.set_asyncgen_hooks(
@@ -312,8 +313,18 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
             events._set_running_loop(self)
             try:
                 status = self._run_steps()
-                while status == _RUN_EXTERNAL:
-                    self._cs_wait_external()
+                while True:
+                    while status == _RUN_EXTERNAL:
+                        self._cs_wait_external()
+                        status = self._run_steps()
+                    # idle, its wait settled by a thread only seen still in a C call: that
+                    # thread is waited for longer before this is a deadlock
+                    if (
+                        status != _RUN_IDLE
+                        or not self._cs_still
+                        or not self._cs_wait_external(confirm=True)
+                    ):
+                        break
                     status = self._run_steps()
             except _core.BudgetError:
                 raise self._budget_error() from None
@@ -326,7 +337,7 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
                 # before the steps that ran since they were sent
                 self._cs_external_early = True
         finally:
-            threads.end()
+            _threads.end()
             self._stopping = False
             self._thread_id = None
             events._set_running_loop(None)
@@ -556,26 +567,20 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
         self._cs_threads.append([thread, self._cs_steps])
         self._cs_watching = True
 
-    def _cs_wait_external(self) -> None:
+    def _cs_wait_external(self, confirm: bool = False) -> int:
         """Nothing is ready: waits until every live thread of the program's has sent an
-        event, ended, or blocks (the watchdog's time limit bounds the wait), then delivers
-        the events sent, in thread start order."""
+        event, ended, or waits (threads.Settling; with `confirm`, before a deadlock verdict, a
+        thread only seen still must stay so for threads.CONFIRM seconds; the watchdog's time
+        limit bounds the wait), then delivers the events sent, in thread start order, and
+        returns how many."""
         threads = self._cs_threads
         events: list[tuple[int, Any]] = []
-        looks = 0
+        settling = _threads.Settling((t for t, _ in threads), confirm=confirm)
         while True:
             events.extend(self._cs_take_external())
-            sent = {ident for ident, _ in events}
-            unsent = [t for t, _ in threads if t.is_alive() and t.ident not in sent]
-            if not unsent:
+            if settling.settled({ident for ident, _ in events}):
                 break
-            # a thread is seen waiting on three looks in a row, with sleeps between them (which
-            # let it take the GIL): one woken in C (a queue's get that took an item) still
-            # shows the waiting frame until it runs again
-            looks = looks + 1 if all(_blocked(t) for t in unsent) else 0
-            if looks == 3:
-                break
-            _real_sleep(_EXTERNAL_POLL)
+            _real_sleep(_threads.POLL)
         rank = {t.ident: k for k, (t, _) in enumerate(threads)}
         steps = self._cs_steps
         # thread start order (an unknown thread's after them), each thread's in arrival order
@@ -589,8 +594,10 @@ class ControlledLoop(_core.LoopCore, asyncio.AbstractEventLoop):  # type: ignore
                 threads[k][1] = steps
             self._cs_deliver(handle)
         self._cs_watching = any(t.is_alive() for t, _ in threads)
+        self._cs_still = not events and settling.still_only
         if not events:
             self._cs_external_looked()
+        return len(events)
 
     # ------------------------------------------------------------ errors and naming
 
@@ -740,34 +747,6 @@ del _name, _what
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def _blocked(thread: threading.Thread) -> bool:
-    """Whether `thread` waits for something that has not happened yet, so that it sends
-    nothing until another thread (the loop's, through the program) acts: its innermost Python
-    frame is a ``threading.Condition.wait`` not yet notified (under ``Event.wait``,
-    ``Queue.get``, ``Future.result``, ``Semaphore.acquire``), a join of a live thread, an idle
-    thread-pool worker with nothing queued, or a ``select``.  A thread blocked in a C call made
-    from its own code (``lock.acquire()``) is not seen as waiting: the loop waits for it,
-    within the time limit."""
-    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
-    if frame is None:
-        return False
-    code = frame.f_code
-    where = (code.co_filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1], code.co_name)
-    try:
-        if where == ("threading.py", "wait"):
-            waiter = frame.f_locals.get("waiter")
-            return waiter is not None and waiter.locked()
-        if where == ("threading.py", "_wait_for_tstate_lock"):
-            lock = frame.f_locals.get("lock")
-            return lock is not None and lock.locked()
-        if where == ("thread.py", "_worker"):
-            queue = frame.f_locals.get("work_queue")
-            return queue is not None and queue.empty()
-    except Exception:  # noqa: BLE001 - a frame mid-change: not known to wait
-        return False
-    return where == ("selectors.py", "select")
 
 
 def _unwrap(cb: Any) -> Any:

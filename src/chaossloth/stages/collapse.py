@@ -151,6 +151,28 @@ def _replay_saved(ctx: Context, db: database.Database) -> ExecutionResult | None
     return failing
 
 
+#: the share of the run's budget kept for stage 4 when it is still to run (at most its own
+#: telemetry_budget): what the exploration may not spend
+STAGE4_SHARE = 0.1
+
+
+def exploration_seconds(ctx: Context) -> float | None:
+    """The exploration's time limit: the commands' budget (Config.time_budget), but no more
+    than what is left of the run's (runner.run_budget: counted from the command's start, so
+    that capture's and the alphabet's time is spent from it), less stage 4's share when stage
+    4 is still to run; at least runner.MIN_EXECUTION_SECONDS (one execution always runs)."""
+    cfg = ctx.config
+    limit = cfg.time_budget()
+    budget = runner.budget_deadline()
+    if limit is None or budget is None:
+        return limit
+    deadline, seconds = budget
+    if cfg.telemetry and ctx.result.telemetry is None:
+        deadline -= min(cfg.telemetry_budget, STAGE4_SHARE * seconds)
+    left = deadline - time.monotonic()
+    return max(runner.MIN_EXECUTION_SECONDS, min(limit, left))
+
+
 def explore(ctx: Context) -> ExecutionResult | None:
     """Explores under ctx.config, fills the result's counts, says what it found and returns the
     minimal failing execution (or None).  Stage 4 calls it again when it re-runs this stage."""
@@ -174,18 +196,19 @@ def explore(ctx: Context) -> ExecutionResult | None:
             f"--jobs {cfg.jobs}: strategy {cfg.strategy} runs in one process (only "
             f"dpor, auto and {', '.join(parallel.SHARDED_STRATEGIES)} are split across processes)"
         )
+    limit = exploration_seconds(ctx)
     try:
         if sharded:
             ex = parallel.explore(
                 ctx.program.factory,
-                config=cfg.replace(time_limit=cfg.time_budget()),
+                config=cfg.replace(time_limit=limit),
                 oracle=ctx.oracle,
                 progress=ctx.progress,
             )
         else:
             ex = runner.explore(
                 ctx.program.factory,
-                config=cfg.replace(time_limit=cfg.time_budget()),
+                config=cfg.replace(time_limit=limit),
                 oracle=ctx.oracle,
                 progress=ctx.progress,
                 schedule_log=log,

@@ -13,7 +13,7 @@ as a capture gap (``stock_loop_failure`` and ``capture_gap`` in the JSON).
 
 from __future__ import annotations
 
-from chaossloth import jitter
+from chaossloth import jitter, runner
 from chaossloth.stages import collapse
 from chaossloth.stages.context import Context, one_line
 
@@ -28,12 +28,16 @@ class CollisionWindow:
 
     def run(self, ctx: Context) -> None:
         pr, cfg = ctx.printer, ctx.config
+        budget = runner.budget_deadline()
         t = jitter.measure(
             ctx.program.factory,
             judge=ctx.oracle,
             seed=cfg.seed,
             budget=cfg.telemetry_budget,
             width=cfg.telemetry_width,
+            # a run the controlled loop ended within the step budget is no livelock here
+            max_iterations=2 * cfg.max_steps,
+            deadline=budget[0] if budget is not None else None,
         )
         ctx.result.telemetry = t
         if t.error:
